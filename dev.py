@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Set up and run retain from a fresh checkout with nothing but python3.
+
+    python3 dev.py demo [ARGS...]   run the main job on embedded defaults
+    python3 dev.py test [ARGS...]   run the whole test suite (ARGS go to pytest)
+    python3 dev.py bench NAME       run bench/NAME.py
+
+Each command creates ``.venv`` beside this file on first use, or reuses it,
+and installs the project into it. The install is redone only when
+``pyproject.toml`` changes. Debian and Ubuntu ship python3 without
+``ensurepip`` unless ``python3-venv`` is installed; in that case the venv is
+made without pip and pip is bootstrapped from its own wheel on PyPI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PYTHON = VENV / "bin" / "python"
+STAMP = VENV / ".retain-installed"
+EXTRAS = {"demo": "", "test": "[test]", "bench": "[test]"}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in EXTRAS:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    command, rest = argv[0], argv[1:]
+    ensure_venv()
+    ensure_installed(EXTRAS[command])
+    if command == "demo":
+        return run([str(VENV / "bin" / "retain"), "demo", *rest])
+    if command == "test":
+        return run([str(PYTHON), "-m", "pytest", *rest])
+    if not rest:
+        print("usage: python3 dev.py bench NAME [ARGS...]", file=sys.stderr)
+        return 2
+    return run([str(PYTHON), str(ROOT / "bench" / f"{rest[0]}.py"), *rest[1:]])
+
+
+def run(cmd: list[str]) -> int:
+    env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.call(cmd, cwd=ROOT, env=env)
+
+
+def ensure_venv() -> None:
+    if PYTHON.exists() and subprocess.call([str(PYTHON), "-m", "pip", "--version"],
+                                           stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL) == 0:
+        return
+    print(f"dev.py: creating {VENV}", file=sys.stderr)
+    made = subprocess.call([sys.executable, "-m", "venv", "--clear", str(VENV)],
+                           stderr=subprocess.DEVNULL)
+    if made != 0:
+        # No ensurepip (Debian without python3-venv): a venv without pip, then pip from its wheel.
+        subprocess.check_call([sys.executable, "-m", "venv", "--clear", "--without-pip", str(VENV)])
+        bootstrap_pip()
+
+
+def bootstrap_pip() -> None:
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+    request = urllib.request.Request(f"{index}/pip/",
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        files = json.load(response)["files"]
+    wheel = [f for f in files if f["filename"].endswith("-py3-none-any.whl") and not f.get("yanked")][-1]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / wheel["filename"]
+        with urllib.request.urlopen(wheel["url"], timeout=120) as response:
+            path.write_bytes(response.read())
+        # A pip wheel runs as a zip application: it installs itself.
+        subprocess.check_call([str(PYTHON), f"{path}/pip", "install", "--quiet", str(path)])
+
+
+def ensure_installed(extras: str) -> None:
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+    installed = STAMP.read_text().split() if STAMP.exists() else []
+    if wanted in installed:
+        return
+    print(f"dev.py: installing retain{extras} into {VENV}", file=sys.stderr)
+    subprocess.check_call([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                           "-e", f"{ROOT}{extras}"])
+    STAMP.write_text(" ".join([*installed, wanted]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

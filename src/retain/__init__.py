@@ -1,0 +1,36 @@
+"""retain: bound log-like data and keep its history.
+
+Importing retain starts nothing: no thread, no timer, no connection.
+"""
+
+from retain.errors import (
+    InvalidDuration,
+    InvalidInput,
+    InvalidPolicy,
+    InvalidStreamName,
+    InvalidWindow,
+    RetainError,
+    ServerError,
+    ServerUnavailable,
+    WrongTypeError,
+)
+from retain.windows import MaxAge, MaxLen, MinId, Window, minid_floor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "InvalidDuration",
+    "InvalidInput",
+    "InvalidPolicy",
+    "InvalidStreamName",
+    "InvalidWindow",
+    "MaxAge",
+    "MaxLen",
+    "MinId",
+    "RetainError",
+    "ServerError",
+    "ServerUnavailable",
+    "Window",
+    "WrongTypeError",
+    "minid_floor",
+]

@@ -1,0 +1,31 @@
+"""The ``retain`` command: thin wrappers that parse, call one library function and print.
+
+Each part of retain registers its own command group from a module of its own.
+"""
+
+from __future__ import annotations
+
+import click
+
+from retain import __version__
+from retain.cli._common import RetainGroup
+from retain.cli.demo import demo
+from retain.cli.streams import streams
+
+__all__ = ["main"]
+
+
+@click.group(cls=RetainGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="retain")
+def main() -> None:
+    """Bound log-like data and keep its history.
+
+    \b
+    Example:
+        retain demo
+        retain streams trim codemojex activity --maxlen 10000
+    """
+
+
+main.add_command(demo)
+main.add_command(streams)

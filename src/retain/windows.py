@@ -1,0 +1,134 @@
+"""Trim windows: the part of a stream a trim must keep.
+
+- :class:`MaxLen` keeps the ``count`` newest entries (XTRIM MAXLEN).
+- :class:`MinId` keeps every entry minted at or after ``instant`` (XTRIM MINID).
+- :class:`MaxAge` keeps what is younger than ``duration``; it is resolved to a
+  :class:`MinId` against the caller's clock with :meth:`MaxAge.resolve`.
+
+``approx=True`` (the default) trims with ``~``: the server removes whole
+macro-nodes only, so it may keep a few extra entries but can never reach inside
+the window. ``approx=False`` trims with ``=``, exactly to the edge.
+
+Every window is a frozen value checked at construction: a window that exists
+is a window that can be sent.
+
+Example:
+    >>> MaxAge("7d").resolve(datetime(2026, 9, 12, tzinfo=timezone.utc))
+    MinId(instant=datetime.datetime(2026, 9, 5, 0, 0, tzinfo=datetime.timezone.utc), approx=True)
+    >>> minid_floor(datetime(2026, 9, 12, tzinfo=timezone.utc))
+    '1789171200000-0'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from retain import durations
+from retain.errors import InvalidWindow
+
+__all__ = ["MaxAge", "MaxLen", "MinId", "Window", "minid_floor", "require_aware"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def require_aware(value: object, what: str) -> datetime:
+    """Return ``value`` if it is a timezone-aware datetime, else raise :class:`InvalidWindow`."""
+    if not isinstance(value, datetime):
+        raise InvalidWindow(f"{what} must be a timezone-aware datetime (got {value!r})")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidWindow(f"{what} must be timezone-aware, e.g. datetime.now(timezone.utc) (got {value!r})")
+    return value
+
+
+def minid_floor(instant: datetime) -> str:
+    """The smallest stream id minted at ``instant``: ``"<unix ms>-0"``.
+
+    Raises:
+        InvalidWindow: for a naive datetime or one before the Unix epoch.
+    """
+    require_aware(instant, "a MINID instant")
+    if instant < _EPOCH:
+        raise InvalidWindow(f"a MINID instant must not precede 1970-01-01T00:00:00Z (got {instant.isoformat()})")
+    # Integer arithmetic on the timedelta: float seconds would round some milliseconds away.
+    milliseconds = (instant - _EPOCH) // timedelta(milliseconds=1)
+    return f"{milliseconds}-0"
+
+
+def _require_approx(approx: object) -> None:
+    if not isinstance(approx, bool):
+        raise InvalidWindow(f"approx must be True ('~') or False ('=') (got {approx!r})")
+
+
+@dataclass(frozen=True)
+class MaxLen:
+    """Keep the ``count`` newest entries; ``count`` is an int >= 0 (a bool is not an int)."""
+
+    count: int
+    approx: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.count, bool) or not isinstance(self.count, int):
+            raise InvalidWindow(f"MaxLen count must be an int >= 0 (got {self.count!r})")
+        if self.count < 0:
+            raise InvalidWindow(f"MaxLen count must be >= 0 (got {self.count})")
+        _require_approx(self.approx)
+
+    def describe(self) -> str:
+        """The XTRIM arguments this window sends, for people: ``MAXLEN ~ 1000``."""
+        return f"MAXLEN {'~' if self.approx else '='} {self.count}"
+
+
+@dataclass(frozen=True)
+class MinId:
+    """Keep every entry minted at or after ``instant`` (timezone-aware, not before 1970)."""
+
+    instant: datetime
+    approx: bool = True
+
+    def __post_init__(self) -> None:
+        minid_floor(self.instant)
+        _require_approx(self.approx)
+
+    @property
+    def floor(self) -> str:
+        """The MINID sent to the server: ``"<unix ms>-0"``."""
+        return minid_floor(self.instant)
+
+    def describe(self) -> str:
+        """The XTRIM arguments this window sends, for people: ``MINID ~ 1789...-0``."""
+        return f"MINID {'~' if self.approx else '='} {self.floor} ({self.instant.isoformat()})"
+
+
+@dataclass(frozen=True)
+class MaxAge:
+    """Keep entries younger than ``duration`` (a positive timedelta or a string such as ``"7d"``)."""
+
+    duration: timedelta
+    approx: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.duration, str):
+            object.__setattr__(self, "duration", durations.parse(self.duration))
+        elif not isinstance(self.duration, timedelta):
+            raise InvalidWindow(f"MaxAge duration must be a timedelta or a string such as '7d' (got {self.duration!r})")
+        if self.duration <= timedelta(0):
+            raise InvalidWindow(f"MaxAge duration must be positive (got {self.duration})")
+        _require_approx(self.approx)
+
+    def resolve(self, now: datetime) -> MinId:
+        """The :class:`MinId` this age means at ``now`` (timezone-aware)."""
+        require_aware(now, "now")
+        try:
+            return MinId(now - self.duration, self.approx)
+        except OverflowError:
+            raise InvalidWindow(f"MaxAge {self.duration} reaches before year 1 from now={now.isoformat()}") from None
+
+    def describe(self) -> str:
+        """The window for people: ``MAX-AGE ~ 7d``."""
+        whole = not self.duration.microseconds
+        written = durations.format(self.duration) if whole else str(self.duration)
+        return f"MAX-AGE {'~' if self.approx else '='} {written}"
+
+
+Window = MaxLen | MinId | MaxAge

@@ -1,0 +1,101 @@
+"""The retain command through click's runner: help everywhere, trim against a real server."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from retain.cli import main
+
+
+def all_commands(group: click.Group, prefix: tuple[str, ...] = ()):
+    for name, command in group.commands.items():
+        yield (*prefix, name), command
+        if isinstance(command, click.Group):
+            yield from all_commands(command, (*prefix, name))
+
+
+COMMANDS = list(all_commands(main))
+
+
+class TestHelp:
+    @pytest.mark.parametrize(("path", "command"), COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])
+    def test_every_command_has_help_and_an_example(self, path, command):
+        """Each command documents itself and shows at least one example."""
+        assert command.help and len(command.help.split()) >= 5, f"retain {' '.join(path)} lacks help"
+        assert "Example:" in command.help, f"retain {' '.join(path)} has no example"
+        result = CliRunner().invoke(main, [*path, "--help"])
+        assert result.exit_code == 0 and "Usage:" in result.output
+
+    def test_every_option_has_help(self):
+        """Each option of each command says what it does."""
+        missing = [f"{' '.join(path)} {param.name}" for path, command in COMMANDS for param in command.params
+                   if isinstance(param, click.Option) and not param.help]
+        assert missing == []
+
+
+class TestStreamsTrim:
+    def invoke(self, redis_server, *args: str):
+        return CliRunner().invoke(main, ["streams", "trim", *args, "--url", redis_server.url])
+
+    def test_maxlen(self, redis_server, redis_conn):
+        """--maxlen --exact trims to N and says what it removed."""
+        for index in range(30):
+            redis_conn.xadd("emq:{game}:stream:feed", {"i": str(index)})
+        result = self.invoke(redis_server, "game", "feed", "--maxlen", "10", "--exact")
+        assert result.exit_code == 0, result.output
+        assert result.output.strip() == "removed 20 entries from emq:{game}:stream:feed (MAXLEN = 10)"
+        assert redis_conn.xlen("emq:{game}:stream:feed") == 10
+
+    def test_max_age_and_raw_key(self, redis_server, redis_conn):
+        """--key addresses a stream outside the layout; --max-age keeps what is young."""
+        redis_conn.xadd("legacy:feed", {"old": "1"}, id="1000-0")
+        redis_conn.xadd("legacy:feed", {"new": "1"}, id="*")
+        result = self.invoke(redis_server, "--key", "legacy:feed", "--max-age", "1h", "--exact")
+        assert result.exit_code == 0, result.output
+        assert "removed 1 entries from legacy:feed (MINID = " in result.output
+        assert redis_conn.xlen("legacy:feed") == 1
+
+    def test_min_id(self, redis_server, redis_conn):
+        """--min-id takes an RFC 3339 time."""
+        redis_conn.xadd("emq:{g}:stream:s", {"a": "1"}, id="1000-0")
+        redis_conn.xadd("emq:{g}:stream:s", {"a": "2"}, id="2000000000000-0")
+        result = self.invoke(redis_server, "g", "s", "--min-id", "2026-09-12T08:00:00Z", "--exact")
+        assert result.exit_code == 0, result.output
+        assert "removed 1 entries" in result.output
+
+    @pytest.mark.parametrize(("args", "message"), [
+        (["g", "s"], "exactly one of --maxlen, --max-age, --min-id"),
+        (["g", "s", "--maxlen", "1", "--max-age", "1h"], "exactly one of"),
+        (["--maxlen", "1"], "QUEUE NAME, or --key KEY"),
+        (["g", "s", "--key", "k", "--maxlen", "1"], "but not both"),
+        (["g", "bad name", "--maxlen", "1"], "contains ' '"),
+        (["g", "s", "--maxlen", "-1"], "must be >= 0"),
+        (["g", "s", "--max-age", "soon"], "invalid duration 'soon'"),
+        (["g", "s", "--min-id", "yesterday"], "is not a time"),
+        (["g", "s", "--min-id", "2026-09-12T08:00:00"], "has no timezone"),
+    ])
+    def test_refusals(self, redis_server, redis_conn, args, message):
+        """Bad arguments exit non-zero with a clear one-line reason and send nothing."""
+        redis_conn.config_resetstat()
+        result = self.invoke(redis_server, *args)
+        assert result.exit_code != 0
+        assert message in result.output
+        assert "Traceback" not in result.output
+        assert "cmdstat_xtrim" not in redis_conn.info("commandstats")
+
+    def test_wrongtype_is_reported(self, redis_server, redis_conn):
+        """A server error becomes one line carrying the server's text."""
+        redis_conn.set("emq:{g}:stream:s", "x")
+        result = self.invoke(redis_server, "g", "s", "--maxlen", "1")
+        assert result.exit_code == 1
+        assert "WRONGTYPE" in result.output
+
+
+class TestDemo:
+    def test_demo_runs(self):
+        """The demo starts its own Redis and prints the trim table."""
+        result = CliRunner().invoke(main, ["demo"])
+        assert result.exit_code == 0, result.output
+        assert "MAXLEN ~ 1250" in result.output and "MAX-AGE = 30m" in result.output

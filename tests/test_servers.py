@@ -1,0 +1,58 @@
+"""retain.servers: real servers on free loopback ports, stopped after."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from retain.servers import RedisCluster, RedisServer, find_redis_server
+from retain.servers._process import ServerStartError
+
+
+class TestRedisServer:
+    def test_starts_on_loopback_never_6379(self):
+        """A server comes up on a free loopback port, persists nothing, and is gone after the block."""
+        with RedisServer() as server:
+            assert server.port != 6379 and 20000 <= server.port < 30000
+            conn = server.client()
+            assert conn.ping()
+            assert conn.config_get("save")["save"] == ""
+            assert conn.config_get("appendonly")["appendonly"] == "no"
+            conn.close()
+        with pytest.raises(redis.exceptions.ConnectionError):
+            redis.Redis(host="127.0.0.1", port=server.port, socket_connect_timeout=1).ping()
+
+    def test_stop_and_start_keep_the_port(self):
+        """stop() then start() brings the server back on the same port (for failure tests)."""
+        with RedisServer() as server:
+            port = server.port
+            server.stop()
+            server.start()
+            assert server.port == port and server.client().ping()
+
+    def test_config_is_applied(self):
+        """config= passes server settings at start."""
+        with RedisServer(config={"stream-node-max-entries": "7"}) as server:
+            assert server.client().config_get("stream-node-max-entries")["stream-node-max-entries"] == "7"
+
+    def test_binary_override(self, monkeypatch):
+        """RETAIN_REDIS_SERVER names the binary; a missing one fails with a clear error."""
+        monkeypatch.setenv("RETAIN_REDIS_SERVER", "/nonexistent/redis-server")
+        assert find_redis_server() == "/nonexistent/redis-server"
+        with pytest.raises((ServerStartError, FileNotFoundError)):
+            RedisServer().start()
+
+
+class TestRedisCluster:
+    def test_three_masters_cover_every_slot(self, redis_cluster):
+        """The test cluster has three masters and serves all 16384 slots."""
+        conn = redis_cluster.client()
+        info = conn.cluster_info()
+        assert info["cluster_state"] == "ok" and int(info["cluster_slots_assigned"]) == 16384
+        assert len(conn.get_primaries()) == 3
+        conn.close()
+
+    def test_needs_a_master(self):
+        """A cluster of no masters is refused."""
+        with pytest.raises(ValueError, match="at least one master"):
+            RedisCluster(masters=0)
