@@ -25,3 +25,28 @@ def duration_texts(draw: st.DrawFn) -> tuple[str, timedelta]:
 
 
 whole_second_durations = st.integers(min_value=1, max_value=10**11).map(lambda s: timedelta(seconds=s))
+
+
+# -- logd ---------------------------------------------------------------------------------------
+
+logd_keys = st.text(alphabet="abcxyz019_-:@+~", min_size=1, max_size=8)
+
+
+@st.composite
+def logd_paths(draw: st.DrawFn):
+    """A request path: names, keys and indexes, maybe a wildcard last."""
+    from retain.logd.paths import Field, Index, Key, Path, Wild
+
+    segments = [Field(draw(logd_keys))]
+    for _ in range(draw(st.integers(0, 5))):
+        segments.append(draw(st.one_of(logd_keys.map(Field), logd_keys.map(Key),
+                                       st.integers(0, 10**6).map(Index))))
+    if draw(st.booleans()):
+        segments.append(Wild(draw(st.sampled_from(["field", "key", "index"]))))
+    return Path(tuple(segments))
+
+
+logd_scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
+                         st.floats(allow_nan=False, allow_infinity=False, width=32), st.text(max_size=6))
+logd_values = st.recursive(logd_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(logd_keys, inner, max_size=3)), max_leaves=12)

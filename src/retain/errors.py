@@ -5,26 +5,53 @@
     │   ├── InvalidDuration                "1x", "0s", "-3h"
     │   ├── InvalidWindow                  MaxLen(-1), MinId(naive datetime)
     │   ├── InvalidStreamName              "", "a{b}", "a b"
-    │   └── InvalidPolicy                  a policy file or entry that cannot mean what it says
+    │   ├── InvalidPolicy                  a policy file or entry that cannot mean what it says
+    │   └── InvalidSettings                logd settings that cannot hold (a tier, a horizon, a budget)
     ├── ServerError                        the server refused a command; carries its message
     │   └── WrongTypeError                 the key holds something other than a stream
-    └── ServerUnavailable (ConnectionError)  the server could not be reached or dropped the link
+    ├── ServerUnavailable (ConnectionError)  the server could not be reached or dropped the link
+    └── LogdError                          a logd request failed; ``code`` is its wire error code
+        ├── InvalidRequest (InvalidInput)  invalid_request: cannot mean what it says; nothing ran
+        │   ├── InvalidPath                a path outside the grammar, the offending character named
+        │   └── InvalidDocument            YAML/JSON refused: syntax, tag, alias, size or depth
+        ├── PreconditionFailed             precondition_failed: the state did not match; nothing written
+        ├── SchemaViolation                schema_violation: the schema forbids the write (path, constraint)
+        ├── StorageError                   storage_error: the store failed underneath
+        │   └── ReadBudgetExceeded         a read would touch more than storage.readBudget records
+        ├── Unsupported                    unsupported: a verb or feature this logd or transport lacks
+        ├── NotFound (LookupError)         not_found: nothing at the path, or no such scope
+        └── Compacted                      compacted: no kept snapshot serves that commit
 
 Callers never see ``redis.exceptions.*``: the boundary translates them with
 :func:`retain._redis.translate_errors` and keeps the original as ``__cause__``.
+logd translates ``sqlite3.Error`` the same way (:mod:`retain.logd.sqlite`), and a
+logd error crosses the wire as ``{error: {code, message}}`` and back into its class.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "Compacted",
+    "InvalidDocument",
     "InvalidDuration",
     "InvalidInput",
+    "InvalidPath",
     "InvalidPolicy",
+    "InvalidRequest",
+    "InvalidSettings",
     "InvalidStreamName",
     "InvalidWindow",
+    "LOGD_ERRORS",
+    "LogdError",
+    "NotFound",
+    "PreconditionFailed",
+    "ReadBudgetExceeded",
     "RetainError",
+    "SchemaViolation",
     "ServerError",
     "ServerUnavailable",
+    "StorageError",
+    "Unsupported",
     "WrongTypeError",
 ]
 
@@ -53,6 +80,10 @@ class InvalidPolicy(InvalidInput):
     """A retention policy (file, entry or field) cannot mean what it says."""
 
 
+class InvalidSettings(InvalidInput):
+    """logd settings that cannot hold together (a budget, a tier, a horizon shorter than the cutoff)."""
+
+
 class ServerError(RetainError):
     """The server answered a command with an error; ``server_message`` is its text."""
 
@@ -68,3 +99,74 @@ class WrongTypeError(ServerError):
 
 class ServerUnavailable(RetainError, ConnectionError):
     """The server could not be reached, or the connection broke mid-command."""
+
+
+class LogdError(RetainError):
+    """A logd request failed; ``code`` is the error code it carries on the wire."""
+
+    code = "storage_error"
+
+
+class InvalidRequest(LogdError, InvalidInput):
+    """A request, document, path or value that cannot mean what it says; nothing ran."""
+
+    code = "invalid_request"
+
+
+class InvalidPath(InvalidRequest):
+    """A path outside the grammar; the message names the path and the offending character."""
+
+
+class InvalidDocument(InvalidRequest):
+    """A YAML or JSON document refused: syntax, an unregistered tag, an alias, its size or depth."""
+
+
+class PreconditionFailed(LogdError):
+    """A patch's precondition did not hold of the current state; nothing was written."""
+
+    code = "precondition_failed"
+
+
+class SchemaViolation(LogdError):
+    """The schema forbids the write; the message names the path and the constraint."""
+
+    code = "schema_violation"
+
+
+class StorageError(LogdError):
+    """The store failed underneath (the SQLite error is the ``__cause__``)."""
+
+    code = "storage_error"
+
+
+class ReadBudgetExceeded(StorageError):
+    """A read would touch more records than ``storage.readBudget`` allows."""
+
+
+class Unsupported(LogdError):
+    """A verb or feature this logd, or this transport, does not offer."""
+
+    code = "unsupported"
+
+
+class NotFound(LogdError, LookupError):
+    """Nothing exists at the path (or no scope has that name)."""
+
+    code = "not_found"
+
+
+class Compacted(LogdError):
+    """No kept snapshot serves that commit; ``nearest`` holds the kept commits either side."""
+
+    code = "compacted"
+
+    def __init__(self, message: str, *, nearest: tuple[int | None, int | None] = (None, None)) -> None:
+        super().__init__(message)
+        self.nearest = nearest
+
+
+#: wire code -> the class a client raises for it (the most general class of that code).
+LOGD_ERRORS: dict[str, type[LogdError]] = {
+    cls.code: cls for cls in (InvalidRequest, PreconditionFailed, SchemaViolation, StorageError,
+                              Unsupported, NotFound, Compacted)
+}
