@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 
 from retain.errors import InvalidPath, InvalidRequest
-from retain.logd.paths import KEY_CHARS, ROOT, Field, Index, Key, Path, Wild, check_key, parse, parse_pattern
+from retain.logd.paths import KEY_CHARS, ROOT, Field, Index, Key, Wild, check_key, parse, parse_pattern
 from tests.strategies import logd_paths
 
 

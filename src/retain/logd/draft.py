@@ -1,0 +1,311 @@
+"""Writing the document tree: a :class:`Draft` applies one patch's operations over a view of the head.
+
+The operations become pending records (new versions and tombstones) read back through
+the draft itself, so a later op sees an earlier one. The store commits the pending
+records in one transaction after :meth:`Draft.check`, or drops them whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from retain.errors import InvalidRequest, NotFound, PreconditionFailed, SchemaViolation
+from retain.logd.match import ABSENT, matches
+from retain.logd.ops import Delete, Op, Set
+from retain.logd.paths import Field, Index, Key, Path, check_key
+from retain.logd.schema import Keying, Schema, tag_text
+from retain.logd.storage import GONE, KEYED, MAP, SEP, Row
+from retain.logd.tags import AutoId
+from retain.logd.view import Location, View, check_data, dumps, leaves, locate, merge, name_in, navigate, read_value
+
+__all__ = ["Draft"]
+
+
+class Draft:
+    """One patch in the making: operations applied as pending records over a view of the head."""
+
+    def __init__(self, view: View, schema: Schema, rev: int) -> None:
+        self.view, self.schema, self.rev = view, schema, rev
+        self.at = view.at
+        self.pending: dict[str, Row] = {}
+        self.applied: list[dict[str, Any]] = []
+        self._written: list[Path] = []  # set paths whose subtree the schema checks at the end
+        self._shrunk: list[Path] = []   # parents of deleted places: required / minItems may break
+        self._next_id = 0
+
+    # -- reading through the pending records ------------------------------------------------
+
+    def row(self, key: str) -> Row | None:
+        pending = self.pending.get(key)
+        if pending is not None:
+            return None if pending.kind == GONE else pending
+        return self.view.row(key)
+
+    def rows(self, key: str, *, children: bool = False) -> Iterator[Row]:
+        low, high = key + SEP, key + chr(ord(SEP) + 1)
+        mine = sorted((k, row) for k, row in self.pending.items()
+                      if (k == key and not children) or (low <= k < high and
+                                                         (not children or SEP not in k[len(low):])))
+        return merge(self.view.rows(key, children=children), (row for _, row in mine))
+
+    # -- operations ----------------------------------------------------------------------------
+
+    def precondition(self, entries: tuple[tuple[Path, Any], ...], budget: int | None) -> None:
+        """Every ``(path, pattern)`` must hold of the state this draft starts from."""
+        for path, pattern in entries:
+            try:
+                value = read_value(self.view, path, budget)
+            except NotFound:
+                value = ABSENT
+            if not matches(pattern, value):
+                state = "it does not exist" if value is ABSENT else "it does not match"
+                raise PreconditionFailed(f"precondition on {path} failed at commit {self.at}: {state}; "
+                                         "nothing was written")
+
+    def apply(self, op: Op) -> None:
+        inside = self.schema.raw_root(op.path)
+        if inside is not None and inside != op.path:
+            raise SchemaViolation(f"{op.path} goes inside the !raw subtree {inside}: write it whole")
+        if isinstance(op, Delete):
+            self._delete(op.path)
+            self.applied.append({"delete": str(op.path)})
+        elif isinstance(op, Set):
+            self.applied.append({"set": str(op.path), "value": self._set(op.path, op.value)})
+        else:
+            self.applied.append(self._append(op.path, op.value))
+
+    def check(self) -> None:
+        """The schema's verdict on the state this draft leaves; raises :class:`SchemaViolation`."""
+        if not self.schema.rules:
+            return
+        for path in self._written:
+            if self.schema.reaches(path):
+                try:
+                    value = read_value(self, path)
+                except (NotFound, InvalidRequest):
+                    continue  # a later op of this patch removed or replaced the place
+                self.schema.check_value(path, value)
+        for path in self._shrunk:
+            self._check_node(path)
+
+    # -- set ------------------------------------------------------------------------------------
+
+    def _set(self, path: Path, value: Any) -> Any:
+        location = locate(self, path)
+        depth = location.depth
+        if depth < len(path.segments) and location.leaf is not None and depth + 1 < len(path.segments):
+            return self._set_inside_leaf(path, location, value)
+        if depth < len(path.segments) - 1 and location.leaf is None:
+            self._create(path, depth)
+        return self._put(path, value)
+
+    def _create(self, path: Path, depth: int) -> None:
+        """Make the missing records between the deepest existing one and ``path``'s parent."""
+        for end in range(depth + 1, len(path.segments)):
+            place = Path(path.segments[:end])
+            if isinstance(place.last, Index):
+                raise NotFound(f"{path}: {place} does not exist; a dense array grows by append")
+            self._put(place, [] if self.schema.keying(place) else {})
+
+    def _put(self, path: Path, value: Any) -> Any:
+        """Write ``value`` whole at ``path``, whose parent is a record; returns it as stored."""
+        parent_key = _key(path.parent)
+        parent = self.row(parent_key)
+        if parent is None:
+            raise NotFound(f"{path}: {path.parent} does not exist")
+        name = name_in(path, len(path.segments) - 1, path.last, parent)  # type: ignore[arg-type]
+        key = parent_key + SEP + name
+        if parent.kind == KEYED:
+            value = self._element(path.parent, value, given=name)
+        kind = self._kind_for(path, value)
+        if parent.kind == KEYED and kind != MAP:
+            raise SchemaViolation(f"{path}: an element of a keyed array is a record, not !raw")
+        self._clear(key)
+        own = leaves(parent) if parent.kind == MAP else None
+        if own is not None and (name in own or kind is None):
+            own.pop(name, None)
+            if kind is None:
+                own[name] = check_data(value, path, names=self.schema.raw_root(path) is None)
+            self.pending[parent_key] = Row(parent_key, MAP, dumps(own))
+        if kind is not None:
+            value = self._emit(key, path, value, kind)
+        self._written.append(path)
+        return value
+
+    def _kind_for(self, path: Path, value: Any) -> int | None:
+        if self.schema.raw_root(path) is not None:
+            return None
+        keying = self.schema.keying(path)
+        if keying is not None:
+            if not isinstance(value, list):
+                raise SchemaViolation(f"{path} is a keyed array ({tag_text(keying)}): its value is a list of maps "
+                                      f"(got {type(value).__name__})")
+            return KEYED
+        return MAP if isinstance(value, dict) else None
+
+    def _emit(self, key: str, path: Path, value: Any, kind: int) -> Any:
+        """Pending records for a map or keyed array written whole; returns the value as stored."""
+        if kind == KEYED:
+            keying = self.schema.keying(path)
+            assert keying is not None
+            self.pending[key] = Row(key, KEYED)
+            stored, seen = [], set()
+            for element in value:
+                element = self._element(path, element, given=None, keying=keying)
+                element_key = element[keying.field]
+                if element_key in seen:
+                    raise SchemaViolation(f"{path}: two elements with key {element_key!r} ({tag_text(keying)})")
+                seen.add(element_key)
+                stored.append(self._emit(key + SEP + element_key, path / Key(element_key), element, MAP))
+            return stored
+        own, stored_map = {}, {}
+        for name, child in value.items():
+            check_key(name, f"name in {path}")
+            child_path = path / Field(name)
+            child_kind = self._kind_for(child_path, child)
+            if child_kind is None:
+                own[name] = stored_map[name] = check_data(child, child_path,
+                                                             names=self.schema.raw_root(child_path) is None)
+            else:
+                stored_map[name] = self._emit(key + SEP + name, child_path, child, child_kind)
+        self.pending[key] = Row(key, MAP, dumps(own))
+        return stored_map
+
+    def _element(self, array: Path, element: Any, *, given: str | None, keying: Keying | None = None) -> Any:
+        """A keyed-array element with its key field filled in (from the path, or generated)."""
+        keying = keying or self.schema.keying(array)
+        if keying is None:
+            raise SchemaViolation(f"{array} is stored as a keyed array but the schema no longer keys it")
+        if not isinstance(element, dict):
+            raise SchemaViolation(f"{array}: elements of a keyed array are maps (got {type(element).__name__}); "
+                                  f"schema rule {tag_text(keying)}")
+        if keying.field in element:
+            if given is not None and element[keying.field] != given:
+                raise SchemaViolation(f"{array}({given}): the element's key field {keying.field!r} says "
+                                      f"{element[keying.field]!r} ({tag_text(keying)})")
+        elif given is not None:
+            element = {keying.field: given, **element}
+        elif isinstance(keying, AutoId):
+            element = {keying.field: self._new_key(array), **element}
+        self.schema.check_keyed_element(array, keying, element)
+        return element
+
+    def _new_key(self, array: Path) -> str:
+        """A fresh key: this commit's number and a counter, zero-padded so keys sort by arrival."""
+        prefix = _key(array) + SEP
+        while True:
+            self._next_id += 1
+            key = f"{self.rev:010d}-{self._next_id:04d}"
+            if self.row(prefix + key) is None:
+                return key
+
+    def _set_inside_leaf(self, path: Path, location: Location, value: Any) -> Any:
+        own = leaves(location.row)
+        inner = path.segments[location.depth + 1:]
+        holder = navigate(own[location.leaf], inner[:-1], path)  # type: ignore[index]
+        last = inner[-1]
+        value = check_data(value, path, names=True)
+        if isinstance(last, Index) and isinstance(holder, list):
+            if last.index >= len(holder):
+                raise NotFound(f"{path}: no position {last.index} (the array has {len(holder)}); use append")
+            holder[last.index] = value
+        elif isinstance(last, Field) and isinstance(holder, dict):
+            holder[last.name] = value
+        else:
+            raise InvalidRequest(f"{path}: {last} does not fit a {type(holder).__name__}")
+        self.pending[location.key] = Row(location.key, MAP, dumps(own))
+        self._written.append(path)
+        return value
+
+    # -- delete ---------------------------------------------------------------------------------
+
+    def _delete(self, path: Path) -> None:
+        location = locate(self, path)
+        depth = location.depth
+        if depth == len(path.segments):
+            self._clear(location.key)
+        elif location.leaf is not None:
+            own = leaves(location.row)
+            inner = path.segments[depth + 1:]
+            if not inner:
+                del own[location.leaf]
+            else:
+                holder = navigate(own[location.leaf], inner[:-1], path)
+                last = inner[-1]
+                navigate(holder, (last,), path)  # raises NotFound when absent
+                del holder[last.index if isinstance(last, Index) else last.name]  # type: ignore[union-attr]
+            self.pending[location.key] = Row(location.key, MAP, dumps(own))
+        else:
+            raise NotFound(f"{path} does not exist at commit {self.at}; nothing was written")
+        self._shrunk.append(path.parent)
+
+    def _clear(self, key: str) -> None:
+        """Tombstone every visible record in ``key``'s subtree."""
+        for row in list(self.rows(key)):
+            if row.kind != GONE:
+                self.pending[row.key] = Row(row.key, GONE)
+
+    # -- append ---------------------------------------------------------------------------------
+
+    def _append(self, path: Path, value: Any) -> dict[str, Any]:
+        location = locate(self, path)
+        if location.depth == len(path.segments):
+            if location.row.kind != KEYED:
+                raise InvalidRequest(f"{path} is a map; append adds to an array")
+            element = self._element(path, value, given=None)
+            key = element[self.schema.keying(path).field]  # type: ignore[union-attr]
+            if self.row(location.key + SEP + key) is not None:
+                raise PreconditionFailed(f"{path}({key}) already exists; set it to replace it. Nothing was written")
+            place = path / Key(key)
+            return {"set": str(place), "value": self._put(place, element)}
+        if location.leaf is not None:
+            own = leaves(location.row)
+            array = navigate(own[location.leaf], path.segments[location.depth + 1:], path)
+            if not isinstance(array, list):
+                raise InvalidRequest(f"{path} is a {type(array).__name__}; append adds to an array")
+            array.append(check_data(value, path, names=True))
+            self.pending[location.key] = Row(location.key, MAP, dumps(own))
+            self._written.append(path)
+            return {"append": str(path), "value": value}
+        return {"set": str(path), "value": self._set(path, [value])}
+
+    # -- constraints a delete can break -------------------------------------------------------
+
+    def _check_node(self, path: Path) -> None:
+        location = locate(self, path)
+        if location.depth < len(path.segments):
+            if location.leaf is not None:
+                try:
+                    self.schema.check_node(path, read_value(self, path))
+                except NotFound:
+                    pass
+            return
+        key, row = location.key, location.row
+        own = leaves(row) if row.kind == MAP else {}
+
+        def has_child(name: str) -> bool:
+            return name in own or self.row(key + SEP + name) is not None
+
+        def count(at_most: int) -> int:
+            total = len(own)
+            for child in self.rows(key, children=True):
+                if total >= at_most:
+                    break
+                total += child.kind != GONE
+            return total
+
+        self.schema.check_constraints(path, has_child, count)
+
+
+def _key(path: Path) -> str:
+    """The storage key of a path made of names and keys only."""
+    parts = []
+    for segment in path.segments:
+        if isinstance(segment, Field):
+            parts.append(segment.name)
+        elif isinstance(segment, Key):
+            parts.append(segment.key)
+        else:
+            raise NotFound(f"{path}: {segment} is a position inside a dense array, not a record")
+    return "".join(SEP + part for part in parts)

@@ -1,0 +1,307 @@
+"""The store: commits, reads at any kept commit, sessions with an author and a scope, compaction.
+
+Example:
+    >>> store = Store.open(":memory:")
+    >>> ops = store.session(author="verse/ops")
+    >>> ops.patch([{"set": "jobs.j1", "value": {"status": "running"}}]).commit
+    1
+    >>> ops.get("jobs.j1.status").value
+    'running'
+
+Every write is one commit, numbered 1, 2, 3 ... without gaps across the whole store
+(scoped commits included), with the server's time, its author and its delta as
+applied. Listeners registered with :meth:`Store.listen` see each commit after it is
+durable; the server's watch hub is one. One thread at a time may use a store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from retain.errors import Compacted, InvalidRequest, NotFound
+from retain.logd import history
+from retain.logd.draft import Draft
+from retain.logd.ops import Op, parse_ops, parse_precondition
+from retain.logd.paths import ROOT, Path, check_key, parse
+from retain.logd.schema import Schema
+from retain.logd.settings import Settings
+from retain.logd.sqlite import SqliteBackend
+from retain.logd.storage import BASELINE, Backend, CommitRecord
+from retain.logd.tags import from_plain, to_plain
+from retain.logd.view import View, list_items, read_value
+
+__all__ = ["Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written", "delta_for",
+           "format_time"]
+
+Clock = Callable[[], datetime]
+
+
+def _system_clock() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def format_time(epoch: float) -> str:
+    """RFC 3339 in UTC with a ``Z``, as logd writes commit times."""
+    text = datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="microseconds")
+    return text.replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A write committed as ``commit``."""
+
+    commit: int
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """The value at a path, read at ``commit``."""
+
+    commit: int
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A container's children, read at ``commit``: a map for ``*``, a list for ``(*)`` and ``[*]``."""
+
+    commit: int
+    items: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """A commit as a watcher sees it: only the ops that touch the watched prefix."""
+
+    commit: int
+    author: str
+    time: str
+    ops: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeInfo:
+    name: str
+    created: int
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """What a compaction pass did: the new boundary, the snapshots kept below it, versions removed."""
+
+    boundary: int
+    snapshots: tuple[int, ...]
+    removed: int
+
+
+class Store:
+    """A versioned document tree on a :class:`~retain.logd.storage.Backend`."""
+
+    def __init__(self, backend: Backend, *, settings: Settings | None = None, clock: Clock = _system_clock) -> None:
+        self.backend = backend
+        self.settings = settings or Settings()
+        self.clock = clock
+        schema = backend.meta("schema")
+        self.schema = Schema.parse(from_plain(json.loads(schema))) if schema else Schema()
+        self._boundary = int(backend.meta("boundary") or 0)
+        self._snapshots = backend.snapshots()
+        self._listeners: list[Callable[[CommitRecord], None]] = []
+
+    @classmethod
+    def open(cls, path: str, *, settings: Settings | None = None, clock: Clock = _system_clock) -> Store:
+        """A store on the SQLite file ``path`` (made if missing)."""
+        settings = settings or Settings()
+        return cls(SqliteBackend(path, synchronous=settings.synchronous), settings=settings, clock=clock)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.backend.close()
+
+    @property
+    def head(self) -> int:
+        return self.backend.head()[0]
+
+    def session(self, author: str = "anonymous", scope: str | None = None) -> Session:
+        """A session writing as ``author``; with ``scope``, reading and writing that scope (made if new)."""
+        if not isinstance(author, str) or not author or len(author) > 256:
+            raise InvalidRequest(f"an author is a string of 1-256 characters (got {author!r})")
+        scope_id = BASELINE
+        if scope is not None:
+            scope_id = self.backend.create_scope(check_key(scope, "scope name")).id
+        return Session(self, author, scope, scope_id)
+
+    def listen(self, listener: Callable[[CommitRecord], None]) -> None:
+        """Call ``listener(record)`` after every commit is durable."""
+        self._listeners.append(listener)
+
+    def scopes(self) -> list[ScopeInfo]:
+        return [ScopeInfo(record.name, record.created) for record in self.backend.scopes()]
+
+    def drop_scope(self, name: str) -> None:
+        """Drop a scope and every record it holds; the baseline is untouched.
+
+        Raises:
+            NotFound: no scope has that name.
+        """
+        found = [record for record in self.backend.scopes() if record.name == name]
+        if not found:
+            raise NotFound(f"no scope named {name!r}")
+        self.backend.drop_scope(found[0].id)
+
+    # -- history --------------------------------------------------------------------------------
+
+    def compact(self, now: datetime | None = None) -> Compaction:
+        """Fold history older than ``compaction.cutoff`` into the kept snapshots; honour the horizon."""
+        now_s = (now or self.clock()).timestamp()
+        head = self.head
+        cutoff = now_s - self.settings.cutoff.total_seconds()
+        new = history.boundary(self._boundary, head, self.backend.first_commit_since(cutoff))
+        horizon = self.settings.horizon.total_seconds() if self.settings.horizon is not None else None
+        picks = [pick for every, since in history.tier_windows(self.settings.tiers, now_s, horizon)
+                 for pick in self.backend.last_per_bucket(new, since, every)]
+        snapshots = history.choose_snapshots(picks, self._snapshots, self._boundary, new)
+        removed = self.backend.prune(new, snapshots)
+        self.backend.reclaim()
+        self._boundary, self._snapshots = new, snapshots
+        return Compaction(new, tuple(snapshots), removed)
+
+    def readable(self, at: int | None) -> int:
+        """The commit a read at ``at`` runs at (the head when None), if history still serves it.
+
+        Raises:
+            InvalidRequest: ``at`` is not a commit number up to the head.
+            Compacted: no kept snapshot serves ``at``; names the nearest kept commits.
+        """
+        head = self.head
+        if at is None:
+            return head
+        if type(at) is not int or not 1 <= at <= head:
+            raise InvalidRequest(f"at must be a commit number from 1 to the head {head} (got {at!r})")
+        if at < self._boundary and at not in self._snapshots:
+            before, after = history.nearest(self._snapshots, at, self._boundary)
+            kept = " and ".join(str(n) for n in (before, after) if n is not None)
+            raise Compacted(f"commit {at} is compacted and no kept snapshot serves it; nearest kept: {kept} "
+                            f"(every commit from {self._boundary} on is readable)", nearest=(before, after))
+        return at
+
+    # -- used by sessions -------------------------------------------------------------------------
+
+    def _commit(self, session: Session, ops: Iterable[Op], precondition: tuple = (), *, author: str | None,
+                schema: Schema | None = None) -> Written:
+        when = self.clock().timestamp()
+        with self.backend.transaction():
+            head, last_time = self.backend.head()
+            draft = Draft(View(self.backend, head, session.scope_id), schema or self.schema, head + 1)
+            draft.precondition(precondition, self.settings.read_budget)
+            meta = None
+            if schema is not None:
+                draft.applied.append({"schema": to_plain(schema.to_document())})
+                meta = {"schema": json.dumps(to_plain(schema.to_document()))}
+            for op in ops:
+                draft.apply(op)
+            draft.check()
+            # Commit times never run backwards, even when the clock does: eras stay in order.
+            record = CommitRecord(head + 1, max(when, last_time), author or session.author, session.scope_id,
+                                  tuple(draft.applied))
+            self.backend.write(record, draft.pending.values(), meta)
+        if schema is not None:
+            self.schema = schema
+        for listener in self._listeners:
+            listener(record)
+        return Written(record.number)
+
+
+class Session:
+    """An author and an optional scope; every read and write goes through one."""
+
+    def __init__(self, store: Store, author: str, scope: str | None, scope_id: int) -> None:
+        self.store, self.author, self.scope, self.scope_id = store, author, scope, scope_id
+
+    def view(self, at: int | None = None) -> View:
+        """The tree as this session sees it at ``at`` (the head when None)."""
+        return View(self.store.backend, self.store.readable(at), self.scope_id)
+
+    def patch(self, ops: Iterable[Op | Mapping[str, Any]], *, precondition: Mapping[str, Any] | None = None,
+              author: str | None = None) -> Written:
+        """Apply ``ops`` as one commit if ``precondition`` holds; all or nothing.
+
+        Raises:
+            PreconditionFailed: a precondition entry did not hold; nothing was written.
+            SchemaViolation: the schema forbids the result; nothing was written.
+            NotFound: a delete or a position named nothing.
+            InvalidRequest: an op, path or value that cannot mean what it says.
+        """
+        parsed = parse_ops(list(ops))
+        return self.store._commit(self, parsed, parse_precondition(precondition), author=author)
+
+    def set_schema(self, document: Any, *, author: str | None = None) -> Written:
+        """Replace the schema; it applies to every later write. The change is a commit."""
+        return self.store._commit(self, (), schema=Schema.parse(document), author=author)
+
+    def get(self, path: str | Path | None = None, *, at: int | None = None) -> Read:
+        """The value at ``path`` (the whole tree when None) at ``at`` (the head when None)."""
+        place = ROOT if path is None else _read_path(path)
+        if place.is_wild:
+            raise InvalidRequest(f"get names one place; use list for {place}")
+        view = self.view(at)
+        return Read(view.at, read_value(view, place, self.store.settings.read_budget))
+
+    def list(self, path: str | Path, *, at: int | None = None) -> Listing:
+        """The children of a container: ``jobs.*``, ``events(*)``, ``list[*]``."""
+        view = self.view(at)
+        return Listing(view.at, list_items(view, _read_path(path), self.store.settings.read_budget))
+
+    def deltas(self, path: str | Path | None = None, *, first: int | None = None) -> Iterator[Delta]:
+        """Commits from ``first`` on (the next one when None) whose delta touches ``path``, in order.
+
+        Raises:
+            Compacted: deltas from ``first`` were folded away; read the current state and watch from there.
+        """
+        prefix = ROOT if path is None else _read_path(path)
+        start = self.store.head + 1 if first is None else first
+        if type(start) is not int or start < 1:
+            raise InvalidRequest(f"from must be a commit number >= 1 (got {first!r})")
+        if start < self.store._boundary:
+            raise Compacted(f"deltas before commit {self.store._boundary} are compacted; read at the current "
+                            f"commit and watch from there", nearest=(None, self.store._boundary))
+        scopes = (BASELINE,) if self.scope_id == BASELINE else (BASELINE, self.scope_id)
+        for record in self.store.backend.commits(start, scopes):
+            delta = delta_for(record, prefix)
+            if delta is not None:
+                yield delta
+
+    def sees(self, record: CommitRecord) -> bool:
+        """Whether a commit lands in this session's view (the baseline's, or the baseline's and its scope's)."""
+        return record.scope in (BASELINE, self.scope_id)
+
+
+def delta_for(record: CommitRecord, prefix: Path) -> Delta | None:
+    """The commit as a watcher of ``prefix`` sees it, or None when no op touches the prefix."""
+    if record.ops is None:
+        raise Compacted(f"the delta of commit {record.number} is compacted")
+    touching = tuple(op for op in record.ops if _touches(op, prefix))
+    if not touching:
+        return None
+    return Delta(record.number, record.author, format_time(record.time), touching)
+
+
+def _touches(op: dict[str, Any], prefix: Path) -> bool:
+    text = op.get("set") or op.get("delete") or op.get("append")
+    if text is None:
+        return not prefix.segments  # a schema change concerns a watcher of the whole tree only
+    place = parse(text)
+    return place.startswith(prefix) or prefix.startswith(place)
+
+
+def _read_path(path: str | Path) -> Path:
+    return path if isinstance(path, Path) else parse(path)
+

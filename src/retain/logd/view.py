@@ -1,0 +1,245 @@
+"""Reading the document tree over a :class:`~retain.logd.storage.Backend`: views, paths to records, assembly.
+
+A :class:`View` is the tree one session sees at one commit: the baseline's records,
+overlaid record by record with its scope's own (a scope's record, or tombstone, wins).
+
+Placement: a map or keyed-array node is a record; scalars, dense arrays and ``!raw``
+documents are leaves kept inside their parent record's value. Dense arrays are leaves
+because a position is not an identity: inserting before index 3 renumbers every later
+element, so storing them apart would rewrite them all anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from retain.errors import InvalidRequest, NotFound, ReadBudgetExceeded
+from retain.logd.paths import Field, Index, Key, Path, Segment, Wild, check_key
+from retain.logd.storage import BASELINE, GONE, KEYED, MAP, SEP, Backend, Row
+
+__all__ = ["Location", "Reader", "View", "check_data", "dumps", "leaves", "list_items", "locate", "merge",
+           "name_in", "navigate", "read_value"]
+
+
+class Reader(Protocol):
+    """Anything the tree can be read through: a :class:`View`, or a draft over one."""
+
+    at: int
+
+    def row(self, key: str) -> Row | None: ...
+
+    def rows(self, key: str, *, children: bool = False) -> Iterator[Row]: ...
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def leaves(row: Row) -> dict[str, Any]:
+    """A map record's leaf children, freshly decoded (safe to change)."""
+    return json.loads(row.value) if row.value else {}
+
+
+def merge(base: Iterator[Row], over: Iterator[Row]) -> Iterator[Row]:
+    """Two key-ordered scans as one; on the same key the overlay's version wins."""
+    b, o = next(base, None), next(over, None)
+    while b is not None or o is not None:
+        if o is None or (b is not None and b.key < o.key):
+            yield b  # type: ignore[misc]
+            b = next(base, None)
+        else:
+            if b is not None and b.key == o.key:
+                b = next(base, None)
+            yield o
+            o = next(over, None)
+
+
+_EMPTY_ROOT = Row("", MAP, "{}")
+_KIND_NAMES = {MAP: "a map", KEYED: "a keyed array"}
+
+
+class View:
+    """The tree as one session sees it at commit ``at``."""
+
+    def __init__(self, backend: Backend, at: int, scope: int = BASELINE) -> None:
+        self.backend, self.at, self.scope = backend, at, scope
+
+    def _latest(self, key: str) -> Row | None:
+        if self.scope != BASELINE:
+            row = self.backend.latest(self.scope, key, self.at)
+            if row is not None:
+                return row
+        return self.backend.latest(BASELINE, key, self.at)
+
+    def row(self, key: str) -> Row | None:
+        """The visible record at ``key``, or None."""
+        row = self._latest(key)
+        if row is None:
+            return _EMPTY_ROOT if key == "" else None
+        if row.kind == GONE:
+            return None
+        if self.scope != BASELINE:
+            # A scope may have removed an ancestor the baseline later wrote under.
+            cut = key.rfind(SEP)
+            while cut > 0:
+                ancestor = self._latest(key[:cut])
+                if ancestor is None or ancestor.kind == GONE:
+                    return None
+                cut = key.rfind(SEP, 0, cut)
+        return row
+
+    def rows(self, key: str, *, children: bool = False) -> Iterator[Row]:
+        """Every record version visible in ``key``'s subtree, tombstones included, in key order."""
+        base = self.backend.scan(BASELINE, key, self.at, children=children)
+        if self.scope == BASELINE:
+            return base
+        return merge(base, self.backend.scan(self.scope, key, self.at, children=children))
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a path lands: the deepest record on it, and how far the path got."""
+
+    key: str
+    row: Row
+    depth: int  # segments the record covers; == len(path) when the path names the record
+    leaf: str | None  # the leaf child of ``row`` the rest of the path goes into, if any
+
+
+def name_in(path: Path, depth: int, segment: Segment, row: Row) -> str:
+    prefix = Path(path.segments[:depth])
+    if row.kind == MAP and isinstance(segment, Field):
+        return segment.name
+    if row.kind == KEYED and isinstance(segment, Key):
+        return segment.key
+    here = str(prefix) or "the root"
+    if row.kind == KEYED:
+        raise InvalidRequest(f"{path}: {here} is a keyed array; name its elements {prefix}(key)")
+    raise InvalidRequest(f"{path}: {here} is a map; name its children {here}.name" if prefix.segments
+                         else f"{path}: the root is a map; start with a name")
+
+
+def locate(reader: Reader, path: Path) -> Location:
+    key, row = "", reader.row("")
+    assert row is not None
+    for depth, segment in enumerate(path.segments):
+        name = name_in(path, depth, segment, row)
+        child_key = key + SEP + name
+        child = reader.row(child_key)
+        if child is None:
+            leaf = name if row.kind == MAP and name in leaves(row) else None
+            return Location(key, row, depth, leaf)
+        key, row = child_key, child
+    return Location(key, row, len(path.segments), None)
+
+
+def navigate(value: Any, segments: tuple[Segment, ...], path: Path) -> Any:
+    for segment in segments:
+        if isinstance(segment, Index) and isinstance(value, list):
+            if segment.index >= len(value):
+                raise NotFound(f"{path}: no position {segment.index} (the array has {len(value)} elements)")
+            value = value[segment.index]
+        elif isinstance(segment, Field) and isinstance(value, dict):
+            if segment.name not in value:
+                raise NotFound(f"{path} does not exist")
+            value = value[segment.name]
+        else:
+            raise InvalidRequest(f"{path}: {segment} does not fit a {type(value).__name__} inside a dense "
+                                 "array or leaf (use [index] for lists and .name for maps)")
+    return value
+
+
+def _assemble(reader: Reader, key: str, row: Row, budget: int | None, path: Path) -> Any:
+    """The value of the record at ``key`` with its whole subtree, counting records against ``budget``."""
+    top: Any = leaves(row) if row.kind == MAP else []
+    stack: list[tuple[str, Any, int]] = [(key, top, row.kind)]
+    count = 1
+    for found in reader.rows(key):
+        if found.kind == GONE or found.key == key:
+            continue
+        while not found.key.startswith(stack[-1][0] + SEP):
+            stack.pop()
+        parent_key, parent, parent_kind = stack[-1]
+        if found.key.rfind(SEP) != len(parent_key):
+            continue  # an orphan: its parent is not visible here
+        count += 1
+        if budget is not None and count > budget:
+            raise ReadBudgetExceeded(f"reading {path or 'the root'} touches more than {budget} records "
+                                     f"(storage.readBudget = {budget}); raise storage.readBudget or split "
+                                     "the collection")
+        value: Any = leaves(found) if found.kind == MAP else []
+        if parent_kind == MAP:
+            parent[found.key[len(parent_key) + 1:]] = value
+        else:
+            parent.append(value)
+        stack.append((found.key, value, found.kind))
+    return top
+
+
+def read_value(reader: Reader, path: Path, budget: int | None = None) -> Any:
+    """The value at ``path`` (the root for ``Path(())``).
+
+    Raises:
+        NotFound: nothing is there.
+        ReadBudgetExceeded: the subtree holds more than ``budget`` records.
+    """
+    location = locate(reader, path)
+    if location.depth == len(path.segments):
+        return _assemble(reader, location.key, location.row, budget, path)
+    if location.leaf is not None:
+        return navigate(leaves(location.row)[location.leaf], path.segments[location.depth + 1:], path)
+    raise NotFound(f"{path} does not exist at commit {reader.at}")
+
+
+def list_items(reader: Reader, path: Path, budget: int | None = None) -> Any:
+    """The children of the container ``path`` ends in a wildcard under: a map for ``*``, a list otherwise.
+
+    Raises:
+        InvalidRequest: the wildcard does not fit the container (``jobs(*)`` over a map, ...).
+    """
+    wild = path.last
+    if not isinstance(wild, Wild):
+        raise InvalidRequest(f"list takes a container's children: {path}.*, {path}(*) or {path}[*]")
+    container = path.parent
+    location = locate(reader, container)
+    if location.depth == len(container.segments):
+        kind = location.row.kind
+        if (kind, wild.kind) not in ((MAP, "field"), (KEYED, "key")):
+            fit = f"{container}.*" if kind == MAP else f"{container}(*)"
+            raise InvalidRequest(f"{path}: {container or 'the root'} is {_KIND_NAMES[kind]}; list {fit}")
+        return _assemble(reader, location.key, location.row, budget, container)
+    value = read_value(reader, container)
+    if wild.kind == "index" and isinstance(value, list) or wild.kind == "field" and isinstance(value, dict):
+        return value
+    shape = "a dense array" if isinstance(value, list) else type(value).__name__
+    fit = {list: f"{container}[*]", dict: f"{container}.*"}.get(type(value), "nothing: it is not a container")
+    raise InvalidRequest(f"{path}: {container} is {shape}; list {fit}")
+
+
+def check_data(value: Any, where: Path, *, names: bool) -> Any:
+    """A value the tree can hold: JSON data, no tags; with ``names``, map keys obey the key grammar."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for name, child in item.items():
+                if not isinstance(name, str):
+                    raise InvalidRequest(f"{where}: map keys are strings (got {name!r})")
+                if names:
+                    check_key(name, f"name in {where}")
+                stack.append(child)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise InvalidRequest(f"{where}: {item} is not a number JSON can carry")
+        elif item is not None and not isinstance(item, (bool, int, str)):
+            raise InvalidRequest(f"{where}: {item!r} is not data (tags such as !or are for patterns and "
+                                 "schemas, not values)")
+    return value
+
+

@@ -1,0 +1,97 @@
+"""A process killed mid-commit (SIGKILL) leaves the last whole commit and nothing of the partial one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from retain.logd import Store
+
+# The child writes patches of 50 jobs; at commit STALL it stops inside the transaction, after the rows
+# and the commit record are inserted but before COMMIT, says so through a file, and waits to be killed.
+CHILD = r"""
+import sys, time
+from pathlib import Path
+from retain.logd.sqlite import SqliteBackend
+from retain.logd.store import Store
+
+db, flag, stall = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+
+class Stalling(SqliteBackend):
+    def write(self, record, rows, meta=None):
+        super().write(record, rows, meta)
+        if record.number == stall:
+            flag.write_text("inside")
+            time.sleep(120)
+
+store = Store(Stalling(db))
+session = store.session(author="child")
+number = 0
+while True:
+    number += 1
+    session.patch([{"set": f"jobs.c{number}j{i}", "value": {"status": "done", "n": number}} for i in range(50)])
+    if stall == 0:
+        flag.write_text(str(number))
+"""
+
+
+def run_child(tmp_path: Path, stall: int) -> tuple[subprocess.Popen, Path, Path]:
+    db, flag = tmp_path / "crash.sqlite3", tmp_path / "flag"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(flag), str(stall)])
+    return child, db, flag
+
+
+def wait_for(condition, child: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert child.poll() is None, f"the child died before {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def kill(child: subprocess.Popen) -> None:
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+
+
+def assert_whole(db: Path, head: int) -> None:
+    """Commits 1..head exist, no row version belongs to any other commit, and the state replays."""
+    with Store.open(str(db)) as store:
+        assert store.head == head
+        numbers = [c.number for c in store.backend.commits(1, (0,))]
+        assert numbers == list(range(1, head + 1))
+        jobs = store.session().list("jobs.*").items if head else {}
+        assert len(jobs) == 50 * head
+        assert all(job["n"] <= head for job in jobs.values())
+    with sqlite3.connect(db) as raw:
+        assert raw.execute("SELECT count(*) FROM nodes WHERE rev > ?", (head,)).fetchone()[0] == 0
+
+
+class TestKilledMidCommit:
+    def test_stalled_inside_the_transaction(self, tmp_path):
+        """Killed after its rows were inserted but before COMMIT: the previous commit stands, whole."""
+        child, db, flag = run_child(tmp_path, stall=7)
+        try:
+            wait_for(lambda: flag.exists() and flag.read_text() == "inside", child, "commit 7 began")
+        finally:
+            kill(child)
+        assert_whole(db, head=6)
+        with Store.open(str(db)) as store:  # and the store carries on from there
+            assert store.session().patch([{"set": "after", "value": 1}]).commit == 7
+
+    def test_killed_at_an_arbitrary_moment(self, tmp_path):
+        """Killed while writing as fast as it can: whatever the head is, it is whole and gapless."""
+        child, db, flag = run_child(tmp_path, stall=0)
+        try:
+            wait_for(lambda: flag.exists() and flag.read_text() not in ("", "1", "2"), child, "a few commits")
+        finally:
+            kill(child)
+        with sqlite3.connect(db) as raw:
+            head = raw.execute("SELECT coalesce(max(number), 0) FROM commits").fetchone()[0]
+        assert head >= 3
+        assert_whole(db, head=head)
