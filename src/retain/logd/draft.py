@@ -13,7 +13,7 @@ from typing import Any
 from retain.errors import InvalidRequest, NotFound, PreconditionFailed, SchemaViolation
 from retain.logd.match import ABSENT, matches
 from retain.logd.ops import Delete, Op, Set
-from retain.logd.paths import Field, Index, Key, Path, check_key
+from retain.logd.paths import Field, Index, Key, Path, check_key, is_key
 from retain.logd.schema import Keying, Schema, tag_text
 from retain.logd.storage import GONE, KEYED, MAP, SEP, Row
 from retain.logd.tags import AutoId
@@ -29,6 +29,7 @@ class Draft:
         self.view, self.schema, self.rev = view, schema, rev
         self.at = view.at
         self.pending: dict[str, Row] = {}
+        self._children: dict[str, set[str]] = {}  # pending keys by parent key
         self.applied: list[dict[str, Any]] = []
         self._written: list[Path] = []  # set paths whose subtree the schema checks at the end
         self._shrunk: list[Path] = []   # parents of deleted places: required / minItems may break
@@ -43,11 +44,23 @@ class Draft:
         return self.view.row(key)
 
     def rows(self, key: str, *, children: bool = False) -> Iterator[Row]:
-        low, high = key + SEP, key + chr(ord(SEP) + 1)
-        mine = sorted((k, row) for k, row in self.pending.items()
-                      if (k == key and not children) or (low <= k < high and
-                                                         (not children or SEP not in k[len(low):])))
-        return merge(self.view.rows(key, children=children), (row for _, row in mine))
+        if children:
+            mine = sorted(self._children.get(key, ()))
+        else:
+            mine, stack = [], [key]
+            while stack:
+                found = stack.pop()
+                if found in self.pending:
+                    mine.append(found)
+                stack.extend(self._children.get(found, ()))
+            mine.sort()
+        return merge(self.view.rows(key, children=children), (self.pending[k] for k in mine))
+
+    def _pend(self, row: Row) -> None:
+        """Add a pending record version, indexed under its parent so subtrees are found without a scan."""
+        if row.key not in self.pending and row.key:
+            self._children.setdefault(row.key[:row.key.rfind(SEP)], set()).add(row.key)
+        self.pending[row.key] = row
 
     # -- operations ----------------------------------------------------------------------------
 
@@ -127,7 +140,7 @@ class Draft:
             own.pop(name, None)
             if kind is None:
                 own[name] = check_data(value, path, names=self.schema.raw_root(path) is None)
-            self.pending[parent_key] = Row(parent_key, MAP, dumps(own))
+            self._pend(Row(parent_key, MAP, dumps(own)))
         if kind is not None:
             value = self._emit(key, path, value, kind)
         self._written.append(path)
@@ -149,7 +162,7 @@ class Draft:
         if kind == KEYED:
             keying = self.schema.keying(path)
             assert keying is not None
-            self.pending[key] = Row(key, KEYED)
+            self._pend(Row(key, KEYED))
             stored, seen = [], set()
             for element in value:
                 element = self._element(path, element, given=None, keying=keying)
@@ -161,7 +174,8 @@ class Draft:
             return stored
         own, stored_map = {}, {}
         for name, child in value.items():
-            check_key(name, f"name in {path}")
+            if not is_key(name):
+                check_key(name, f"name in {path}")
             child_path = path / Field(name)
             child_kind = self._kind_for(child_path, child)
             if child_kind is None:
@@ -169,7 +183,7 @@ class Draft:
                                                              names=self.schema.raw_root(child_path) is None)
             else:
                 stored_map[name] = self._emit(key + SEP + name, child_path, child, child_kind)
-        self.pending[key] = Row(key, MAP, dumps(own))
+        self._pend(Row(key, MAP, dumps(own)))
         return stored_map
 
     def _element(self, array: Path, element: Any, *, given: str | None, keying: Keying | None = None) -> Any:
@@ -214,7 +228,7 @@ class Draft:
             holder[last.name] = value
         else:
             raise InvalidRequest(f"{path}: {last} does not fit a {type(holder).__name__}")
-        self.pending[location.key] = Row(location.key, MAP, dumps(own))
+        self._pend(Row(location.key, MAP, dumps(own)))
         self._written.append(path)
         return value
 
@@ -235,7 +249,7 @@ class Draft:
                 last = inner[-1]
                 navigate(holder, (last,), path)  # raises NotFound when absent
                 del holder[last.index if isinstance(last, Index) else last.name]  # type: ignore[union-attr]
-            self.pending[location.key] = Row(location.key, MAP, dumps(own))
+            self._pend(Row(location.key, MAP, dumps(own)))
         else:
             raise NotFound(f"{path} does not exist at commit {self.at}; nothing was written")
         self._shrunk.append(path.parent)
@@ -244,7 +258,7 @@ class Draft:
         """Tombstone every visible record in ``key``'s subtree."""
         for row in list(self.rows(key)):
             if row.kind != GONE:
-                self.pending[row.key] = Row(row.key, GONE)
+                self._pend(Row(row.key, GONE))
 
     # -- append ---------------------------------------------------------------------------------
 
@@ -265,7 +279,7 @@ class Draft:
             if not isinstance(array, list):
                 raise InvalidRequest(f"{path} is a {type(array).__name__}; append adds to an array")
             array.append(check_data(value, path, names=True))
-            self.pending[location.key] = Row(location.key, MAP, dumps(own))
+            self._pend(Row(location.key, MAP, dumps(own)))
             self._written.append(path)
             return {"append": str(path), "value": value}
         return {"set": str(path), "value": self._set(path, [value])}

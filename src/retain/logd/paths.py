@@ -27,7 +27,7 @@ from typing import Literal
 
 from retain.errors import InvalidPath
 
-__all__ = ["KEY_CHARS", "Field", "Index", "Key", "Path", "ROOT", "Segment", "Wild", "check_key", "parse",
+__all__ = ["KEY_CHARS", "Field", "Index", "Key", "Path", "ROOT", "Segment", "Wild", "check_key", "is_key", "parse",
            "parse_pattern"]
 
 #: the characters a name or key may use; ``.()[]*`` are the grammar's own.
@@ -133,8 +133,15 @@ def parse_pattern(text: str) -> Path:
     return _parse(text)
 
 
+def is_key(key: object) -> bool:
+    """Whether ``key`` is a valid name or key (the fast test; :func:`check_key` explains a failure)."""
+    return isinstance(key, str) and 0 < len(key) <= MAX_KEY and KEY_CHARS.issuperset(key)
+
+
 def check_key(key: object, what: str = "key") -> str:
     """Return ``key`` if it is a valid name or key, else raise :class:`InvalidPath` naming the fault."""
+    if is_key(key):
+        return key  # type: ignore[return-value]
     if not isinstance(key, str):
         raise InvalidPath(f"a {what} must be a string (got {key!r})")
     if not key or len(key) > MAX_KEY:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from retain.errors import InvalidRequest, NotFound, ReadBudgetExceeded
-from retain.logd.paths import Field, Index, Key, Path, Segment, Wild, check_key
+from retain.logd.paths import Field, Index, Key, Path, Segment, Wild, check_key, is_key
 from retain.logd.storage import BASELINE, GONE, KEYED, MAP, SEP, Backend, Row
 
 __all__ = ["Location", "Reader", "View", "check_data", "dumps", "leaves", "list_items", "locate", "merge",
@@ -229,7 +229,7 @@ def check_data(value: Any, where: Path, *, names: bool) -> Any:
             for name, child in item.items():
                 if not isinstance(name, str):
                     raise InvalidRequest(f"{where}: map keys are strings (got {name!r})")
-                if names:
+                if names and not is_key(name):
                     check_key(name, f"name in {where}")
                 stack.append(child)
         elif isinstance(item, list):
