@@ -1,0 +1,254 @@
+"""Python clients of a logd stream socket: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio).
+
+Both speak JSON on the wire by default (the tag objects of :mod:`retain.logd.tags`
+travel in their JSON spelling), pipeline freely, and raise an error answer as the
+:class:`~retain.errors.LogdError` subclass of its code.
+
+Example:
+    >>> with Client(("127.0.0.1", 7420), author="verse/ops") as logd:
+    ...     commit = logd.patch([{"set": "jobs.j1", "value": {"status": "done"}}])
+    ...     logd.get("jobs.j1").value
+    {'status': 'done'}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from retain.errors import LOGD_ERRORS, Compacted, InvalidInput, LogdError, ServerUnavailable
+from retain.logd.protocol import Format, Framer, Limits, TooLarge, frame, load
+from retain.logd.store import Listing, Read
+
+__all__ = ["Address", "AsyncClient", "Client", "error_from", "parse_address"]
+
+Address = tuple[str, int] | str  # (host, port), or the path of a Unix socket
+
+
+def parse_address(text: str) -> Address:
+    """``HOST:PORT`` -> ``(host, port)``; ``unix:PATH`` or anything with a ``/`` -> a socket path."""
+    if text.startswith("unix:"):
+        return text[5:]
+    if "/" in text:
+        return text
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidInput(f"a logd address is HOST:PORT or a socket path such as unix:/run/logd.sock (got {text!r})")
+    return host or "127.0.0.1", int(port)
+
+
+def error_from(answer: dict[str, Any]) -> LogdError:
+    """The exception an ``{error: {code, message}}`` answer stands for."""
+    error = answer.get("error") or {}
+    cls = LOGD_ERRORS.get(error.get("code"), LogdError)
+    message = error.get("message", "logd answered an error without a message")
+    return cls(message) if cls is not Compacted else Compacted(message)
+
+
+class _Base:
+    """What both twins share: encoding, decoding, sorting answers from deltas, request bodies."""
+
+    def __init__(self, fmt: Format, limits: Limits) -> None:
+        self.fmt, self.limits = fmt, limits
+        self.framer = Framer(limits.max_bytes)
+        self.answers: deque[dict[str, Any]] = deque()
+        self.deltas: deque[dict[str, Any]] = deque()  # {commit, author, time, ops} from watches
+
+    def _encode(self, request: dict[str, Any]) -> bytes:
+        return frame(request, self.fmt)
+
+    def _take(self, data: bytes) -> None:
+        for document in self.framer.feed(data):
+            if isinstance(document, TooLarge):
+                raise LogdError(f"logd sent a document of {document.size} bytes, over {self.limits.max_bytes}")
+            value, _ = load(document, Limits(max_bytes=self.limits.max_bytes, max_depth=10_000))
+            if isinstance(value, dict) and "delta" in value:
+                self.deltas.append(value["delta"])
+            else:
+                self.answers.append(value)
+
+    @staticmethod
+    def _result(verb: str, answer: dict[str, Any]) -> dict[str, Any]:
+        if "error" in answer:
+            raise error_from(answer)
+        return answer["result"][verb]
+
+    @staticmethod
+    def _body(**fields: Any) -> dict[str, Any]:
+        return {name.rstrip("_"): value for name, value in fields.items() if value is not None}
+
+
+class Client(_Base):
+    """A blocking client on one connection (one session). Not for use by several threads at once."""
+
+    def __init__(self, address: Address, *, author: str | None = None, scope: str | None = None,
+                 timeout: float = 60.0, fmt: Format = "json", limits: Limits = Limits()) -> None:
+        super().__init__(fmt, limits)
+        family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(address)
+        except OSError as exc:
+            self.sock.close()
+            raise ServerUnavailable(f"cannot reach logd at {address}: {exc}") from exc
+        if author is not None or scope is not None:
+            self.call("session", author=author, scope=scope)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, request: dict[str, Any]) -> None:
+        """Send one request without waiting for its answer (pipelining)."""
+        try:
+            self.sock.sendall(self._encode(request))
+        except OSError as exc:
+            raise ServerUnavailable(f"logd connection broke: {exc}") from exc
+
+    def _fill(self, queue: deque[dict[str, Any]]) -> dict[str, Any]:
+        while not queue:
+            try:
+                data = self.sock.recv(65536)
+            except OSError as exc:
+                raise ServerUnavailable(f"logd connection broke: {exc}") from exc
+            if not data:
+                raise ServerUnavailable("logd closed the connection")
+            self._take(data)
+        return queue.popleft()
+
+    def receive(self) -> dict[str, Any]:
+        """The next answer, whole (``{result: ...}`` or ``{error: ...}``); deltas meanwhile go to ``deltas``."""
+        return self._fill(self.answers)
+
+    def next_delta(self) -> dict[str, Any]:
+        """The next delta of a watch: ``{commit, author, time, ops}``."""
+        return self._fill(self.deltas)
+
+    def request(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.send(request)
+        return self.receive()
+
+    def pipeline(self, requests: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Send every request, then read every answer, in order."""
+        sent = 0
+        for request in requests:
+            self.send(request)
+            sent += 1
+        return [self.receive() for _ in range(sent)]
+
+    def call(self, verb: str, **body: Any) -> dict[str, Any]:
+        """One request; its result body, or the error raised."""
+        return self._result(verb, self.request({verb: self._body(**body)}))
+
+    def patch(self, ops: Sequence[Any], *, precondition: dict[str, Any] | None = None,
+              author: str | None = None) -> int:
+        """Apply ops as one commit; returns its number."""
+        return self.call("patch", ops=list(ops), if_=precondition, author=author)["commit"]
+
+    def get(self, path: str | None = None, *, at: int | None = None) -> Read:
+        result = self.call("get", path=path, at=at)
+        return Read(result["commit"], result["value"])
+
+    def list(self, path: str, *, at: int | None = None) -> Listing:
+        result = self.call("list", path=path, at=at)
+        return Listing(result["commit"], result["items"])
+
+    def watch(self, path: str | None = None, *, first: int | None = None) -> dict[str, Any]:
+        """Subscribe this connection; deltas then arrive through :meth:`next_delta`."""
+        return self.call("watch", path=path, from_=first)
+
+
+class AsyncClient(_Base):
+    """The asyncio twin of :class:`Client`; make it with ``await AsyncClient.connect(...)``."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, fmt: Format,
+                 limits: Limits) -> None:
+        super().__init__(fmt, limits)
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def connect(cls, address: Address, *, author: str | None = None, scope: str | None = None,
+                      fmt: Format = "json", limits: Limits = Limits()) -> AsyncClient:
+        try:
+            if isinstance(address, str):
+                reader, writer = await asyncio.open_unix_connection(address)
+            else:
+                reader, writer = await asyncio.open_connection(*address)
+        except OSError as exc:
+            raise ServerUnavailable(f"cannot reach logd at {address}: {exc}") from exc
+        client = cls(reader, writer, fmt, limits)
+        if author is not None or scope is not None:
+            await client.call("session", author=author, scope=scope)
+        return client
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self.writer.close()
+        try:
+            await self.writer.wait_closed()
+        except ConnectionError:
+            pass
+
+    async def send(self, request: dict[str, Any]) -> None:
+        self.writer.write(self._encode(request))
+        try:
+            await self.writer.drain()
+        except ConnectionError as exc:
+            raise ServerUnavailable(f"logd connection broke: {exc}") from exc
+
+    async def _fill(self, queue: deque[dict[str, Any]]) -> dict[str, Any]:
+        while not queue:
+            data = await self.reader.read(65536)
+            if not data:
+                raise ServerUnavailable("logd closed the connection")
+            self._take(data)
+        return queue.popleft()
+
+    async def receive(self) -> dict[str, Any]:
+        return await self._fill(self.answers)
+
+    async def next_delta(self) -> dict[str, Any]:
+        return await self._fill(self.deltas)
+
+    async def request(self, request: dict[str, Any]) -> dict[str, Any]:
+        await self.send(request)
+        return await self.receive()
+
+    async def pipeline(self, requests: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        sent = 0
+        for request in requests:
+            await self.send(request)
+            sent += 1
+        return [await self.receive() for _ in range(sent)]
+
+    async def call(self, verb: str, **body: Any) -> dict[str, Any]:
+        return self._result(verb, await self.request({verb: self._body(**body)}))
+
+    async def patch(self, ops: Sequence[Any], *, precondition: dict[str, Any] | None = None,
+                    author: str | None = None) -> int:
+        return (await self.call("patch", ops=list(ops), if_=precondition, author=author))["commit"]
+
+    async def get(self, path: str | None = None, *, at: int | None = None) -> Read:
+        result = await self.call("get", path=path, at=at)
+        return Read(result["commit"], result["value"])
+
+    async def list(self, path: str, *, at: int | None = None) -> Listing:
+        result = await self.call("list", path=path, at=at)
+        return Listing(result["commit"], result["items"])
+
+    async def watch(self, path: str | None = None, *, first: int | None = None) -> dict[str, Any]:
+        return await self.call("watch", path=path, from_=first)

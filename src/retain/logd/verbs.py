@@ -1,0 +1,182 @@
+"""The verbs: one handler per request type, looked up in :data:`VERBS`; the transports share them.
+
+A handler takes the connection's :class:`Context` and the request body (a map) and
+returns the result body, or raises a :class:`~retain.errors.LogdError`, which
+:func:`handle` turns into ``{error: {code, message}}``. Bodies are checked field by
+field: an unknown field is an ``invalid_request``, never silently ignored.
+
+The retain request (step 5) registers itself here as ``VERBS["retain"]``; it runs on
+the same loop as a patch and commits through :meth:`Session.patch`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from retain.errors import InvalidDocument, InvalidRequest, LogdError, StorageError, Unsupported
+from retain.logd.paths import ROOT, Path, parse
+from retain.logd.protocol import Format, Limits, TooLarge, answer_error, answer_result, load, parse_request
+from retain.logd.store import Delta, Session, Store
+
+__all__ = ["VERBS", "Context", "Handler", "Subscribe", "delta_document", "handle", "respond"]
+
+log = logging.getLogger(__name__)
+
+#: ``subscribe(session, prefix, backlog)``: a stream transport starts sending deltas after ``backlog``.
+Subscribe = Callable[[Session, Path, list[Delta]], None]
+
+
+@dataclass
+class Context:
+    """One connection's state: the store, its current session, and how it can stream deltas."""
+
+    store: Store
+    session: Session
+    subscribe: Subscribe | None = None  # None on transports that cannot stream (HTTP)
+    format: Format = "yaml"  # the format of the request being answered; deltas of a watch follow it
+
+
+Handler = Callable[[Context, dict[str, Any]], dict[str, Any]]
+
+
+def handle(context: Context, request: Any) -> dict[str, Any]:
+    """Answer one loaded request document: ``{result: {verb: ...}}`` or ``{error: {code, message}}``."""
+    try:
+        verb, body = parse_request(request)
+        handler = VERBS.get(verb)
+        if handler is None:
+            raise Unsupported(f"unsupported operation: request type {verb!r} (this logd serves "
+                              f"{', '.join(sorted(VERBS))})")
+        return answer_result(verb, handler(context, body))
+    except LogdError as exc:
+        return answer_error(exc)
+    except Exception as exc:  # a bug must not take the connection, or the loop, down
+        log.exception("logd: request failed")
+        return answer_error(StorageError(f"internal error: {type(exc).__name__}: {exc}"))
+
+
+def respond(context: Context, document: bytes | TooLarge, limits: Limits) -> tuple[dict[str, Any], Format]:
+    """Load one framed document and answer it, in its own format (YAML when it could not be read)."""
+    if isinstance(document, TooLarge):
+        error = InvalidDocument(f"document is {document.size} bytes or more; at most {limits.max_bytes}")
+        return answer_error(error), "yaml"
+    try:
+        request, fmt = load(document, limits)
+    except LogdError as exc:
+        return answer_error(exc), "json" if document.lstrip()[:1] in (b"{", b"[") else "yaml"
+    context.format = fmt
+    return handle(context, request), fmt
+
+
+def delta_document(delta: Delta) -> dict[str, Any]:
+    return {"delta": {"commit": delta.commit, "author": delta.author, "time": delta.time, "ops": list(delta.ops)}}
+
+
+def _fields(verb: str, body: dict[str, Any], allowed: Iterable[str]) -> None:
+    allowed = tuple(allowed)
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        expected = ", ".join(allowed) if allowed else "no fields"
+        raise InvalidRequest(f"unknown field {unknown[0]!r} in {verb}; expected {expected}")
+
+
+def _path(body: dict[str, Any], *, required: bool) -> Path | None:
+    if "path" not in body:
+        if required:
+            raise InvalidRequest("path is required")
+        return None
+    return parse(body["path"])
+
+
+def _session(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    _fields("session", body, ("author", "scope"))
+    author = body.get("author", context.session.author)
+    context.session = context.store.session(author=author, scope=body.get("scope"))
+    return {"author": context.session.author, "scope": context.session.scope}
+
+
+def _schema(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    _fields("schema", body, ("set", "author"))
+    if "set" not in body:
+        return {"commit": context.store.head, "schema": context.store.schema.to_document()}
+    return {"commit": context.session.set_schema(body["set"], author=body.get("author")).commit}
+
+
+def _patch(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    _fields("patch", body, ("ops", "if", "author"))
+    if "ops" not in body:
+        raise InvalidRequest("patch needs ops: a list of {set: PATH, value: V}, {delete: PATH}, "
+                             "{append: PATH, value: V}")
+    written = context.session.patch(body["ops"], precondition=body.get("if"), author=body.get("author"))
+    return {"commit": written.commit}
+
+
+def _get(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    _fields("get", body, ("path", "at"))
+    read = context.session.get(_path(body, required=False), at=body.get("at"))
+    return {"commit": read.commit, "value": read.value}
+
+
+def _list(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    _fields("list", body, ("path", "at"))
+    listing = context.session.list(_path(body, required=True), at=body.get("at"))  # type: ignore[arg-type]
+    return {"commit": listing.commit, "items": listing.items}
+
+
+def _watch(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    _fields("watch", body, ("path", "from"))
+    if context.subscribe is None:
+        raise Unsupported("unsupported operation: watch needs a stream transport (a TCP or Unix socket)")
+    prefix = _path(body, required=False) or ROOT
+    head = context.store.head
+    first = body.get("from", head + 1)
+    # One writer thread runs this: no commit lands between reading the backlog and subscribing.
+    backlog = list(context.session.deltas(prefix, first=first))
+    context.subscribe(context.session, prefix, backlog)
+    return {"path": str(prefix), "from": first, "commit": head}
+
+
+def _scopes(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    _fields("scopes", body, ())
+    return {"scopes": [{"name": scope.name, "created": scope.created} for scope in context.store.scopes()]}
+
+
+def _drop(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    _fields("drop", body, ("scope",))
+    if "scope" not in body:
+        raise InvalidRequest("drop needs the scope to drop: {drop: {scope: NAME}}")
+    context.store.drop_scope(body["scope"])
+    return {"scope": body["scope"]}
+
+
+def _compact(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    _fields("compact", body, ("now",))
+    now = None
+    if "now" in body:
+        try:
+            now = datetime.fromisoformat(str(body["now"]).replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidRequest(f"now must be an RFC 3339 time such as 2026-09-12T08:00:00Z "
+                                 f"(got {body['now']!r})") from None
+        if now.tzinfo is None:
+            raise InvalidRequest(f"now needs a timezone, Z or an offset (got {body['now']!r})")
+    done = context.store.compact(now)
+    return {"boundary": done.boundary, "snapshots": list(done.snapshots), "removed": done.removed}
+
+
+#: verb -> handler. Step 5 adds "retain".
+VERBS: dict[str, Handler] = {
+    "session": _session,
+    "schema": _schema,
+    "patch": _patch,
+    "get": _get,
+    "list": _list,
+    "watch": _watch,
+    "scopes": _scopes,
+    "drop": _drop,
+    "compact": _compact,
+}
