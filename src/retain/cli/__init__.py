@@ -10,6 +10,7 @@ import click
 from retain import __version__
 from retain.cli._common import RetainGroup
 from retain.cli.demo import demo
+from retain.cli.logd import logd
 from retain.cli.streams import streams
 
 __all__ = ["main"]
@@ -24,8 +25,10 @@ def main() -> None:
     Example:
         retain demo
         retain streams trim codemojex activity --maxlen 10000
+        retain logd serve --db logd.sqlite3
     """
 
 
 main.add_command(demo)
 main.add_command(streams)
+main.add_command(logd)

@@ -32,7 +32,7 @@ from retain.errors import InvalidDocument, InvalidRequest, LogdError
 from retain.logd.tags import TAG_NAMES, AutoId, LogdKey, Or, Raw, build, from_plain, to_plain
 
 __all__ = ["END", "Format", "Framer", "Limits", "TooLarge", "answer_error", "answer_result", "dump", "frame", "load",
-           "parse_request"]
+           "parse_request", "split_documents"]
 
 Format = Literal["yaml", "json"]
 END = b"...\n"  # the line that ends a document on a stream
@@ -109,6 +109,19 @@ def dump(value: Any, fmt: Format) -> bytes:
 def frame(value: Any, fmt: Format) -> bytes:
     """One document as it travels on a stream: the document, then the end line."""
     return dump(value, fmt) + END
+
+
+def split_documents(text: str) -> list[str]:
+    """A YAML stream's documents, split on the marker lines ``---`` and ``...``; blank ones dropped."""
+    documents, current = [], []
+    for line in text.splitlines(keepends=True):
+        if line.rstrip() in ("---", "...") or line.startswith("--- "):
+            documents.append("".join(current))
+            current = [line[4:]] if line.startswith("--- ") else []
+        else:
+            current.append(line)
+    documents.append("".join(current))
+    return [document for document in documents if document.strip()]
 
 
 def parse_request(value: Any) -> tuple[str, dict[str, Any]]:

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
@@ -40,7 +41,7 @@ from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
 from retain.logd.verbs import Context, delta_document, handle, respond
 
-__all__ = ["HTTP_STATUS", "LogdServer", "ServerThread"]
+__all__ = ["HTTP_STATUS", "LogdServer", "ServerThread", "serve"]
 
 #: error code -> HTTP status, for curl users and proxies.
 HTTP_STATUS = {"invalid_request": 400, "invalid_retain": 400, "not_found": 404, "precondition_failed": 409,
@@ -153,13 +154,6 @@ class LogdServer:
             while not self._http.started and not self._http_task.done():
                 await asyncio.sleep(0.01)
 
-    async def serve_forever(self) -> None:
-        await self.start()
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await self.aclose()
-
     async def aclose(self) -> None:
         for server in self._servers:
             server.close()
@@ -242,6 +236,22 @@ class LogdServer:
         except LogdError as exc:
             return answer_error(exc), wanted
         return handle(Context(self.store, session, format=fmt), request), fmt
+
+
+def serve(store: Store, *, on_ready: Callable[[LogdServer], None] | None = None, **options: Any) -> None:
+    """Serve ``store`` until interrupted (Ctrl-C); ``on_ready`` is called once the sockets are bound."""
+
+    async def main() -> None:
+        server = LogdServer(store, **options)
+        await server.start()
+        if on_ready is not None:
+            on_ready(server)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await server.aclose()
+
+    asyncio.run(main())
 
 
 class ServerThread:

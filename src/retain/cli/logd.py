@@ -1,0 +1,116 @@
+"""``retain logd``: serve the record store, and send it requests."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from retain.logd.protocol import Limits
+
+__all__ = ["logd"]
+
+DEFAULT_LISTEN = "127.0.0.1:7420"
+
+
+@click.group()
+def logd() -> None:
+    """A versioned record store for jobs, runs and events: every write is a commit.
+
+    \b
+    Example:
+        retain logd serve --db logd.sqlite3 --http 127.0.0.1:7421
+        echo '{get: {path: jobs}}' | retain logd request -
+    """
+
+
+@logd.command("serve")
+@click.option("--db", default="logd.sqlite3", show_default=True,
+              help="SQLite file holding the store (made if missing).")
+@click.option("--listen", help=f"TCP HOST:PORT for the document stream [default: {DEFAULT_LISTEN} unless --socket].")
+@click.option("--socket", "socket_path", help="Unix socket PATH for the document stream, instead of --listen.")
+@click.option("--http", help="Also serve HTTP POST / on HOST:PORT (for curl).")
+@click.option("--read-budget", type=int, help="storage.readBudget: the most records one read may touch [100000].")
+@click.option("--synchronous", type=click.Choice(["off", "normal", "full", "extra"]),
+              help="storage.synchronous: SQLite flush level [full].")
+@click.option("--cutoff", help="compaction.cutoff: commits younger than this stay readable with deltas [1h].")
+@click.option("--tier", "tiers", multiple=True, help="Snapshot tier EVERY:KEEP, repeatable [1h:1d 1d:30d 30d:forever].")
+@click.option("--horizon", help="compaction.horizon: no history older than this survives [none].")
+@click.option("--max-document-bytes", type=int, default=Limits().max_bytes, show_default=True,
+              help="The largest request document accepted.")
+def serve_command(db: str, listen: str | None, socket_path: str | None, http: str | None, read_budget: int | None,
+                  synchronous: str | None, cutoff: str | None, tiers: tuple[str, ...], horizon: str | None,
+                  max_document_bytes: int) -> None:
+    """Serve a store: one writer applies every request in arrival order.
+
+    Each connection carries a stream of YAML or JSON documents, each ended
+    by a line '...', answered in order; HTTP takes one document per POST.
+    Stop it with Ctrl-C.
+
+    \b
+    Example:
+        retain logd serve --db logd.sqlite3
+        retain logd serve --socket /tmp/logd.sock --http 127.0.0.1:7421 --horizon 1y
+    """
+    from retain.logd import Store
+    from retain.logd.client import parse_address
+    from retain.logd.server import LogdServer, serve
+    from retain.logd.settings import Settings
+
+    if listen and socket_path:
+        raise click.UsageError("give --listen or --socket, not both")
+    address = parse_address(listen or DEFAULT_LISTEN) if not socket_path else None
+    http_address = parse_address(http) if http else None
+    if isinstance(address, str) or isinstance(http_address, str):
+        raise click.UsageError("--listen and --http take HOST:PORT")
+    settings = Settings.from_options(read_budget=read_budget, synchronous=synchronous, cutoff=cutoff, tiers=tiers,
+                                     horizon=horizon)
+
+    def ready(server: LogdServer) -> None:
+        where = [f"{server.address[0]}:{server.address[1]}" if server.address else f"unix:{socket_path}"]
+        if server.http_address:
+            where.append(f"http://{server.http_address[0]}:{server.http_address[1]}/")
+        click.echo(f"logd serving {db} at head {store.head} on {' and '.join(where)}", err=True)
+
+    with Store.open(db, settings=settings) as store:
+        try:
+            serve(store, listen=address, socket_path=socket_path, http=http_address,
+                  limits=Limits(max_bytes=max_document_bytes), on_ready=ready)
+        except KeyboardInterrupt:
+            click.echo("logd stopped", err=True)
+
+
+@logd.command("request")
+@click.argument("file", type=click.File("r"))
+@click.option("--connect", "address", default=DEFAULT_LISTEN, show_default=True, envvar="RETAIN_LOGD",
+              show_envvar=True, help="The logd to send to: HOST:PORT, or unix:PATH.")
+@click.option("--author", help="The session's author (each request may still name its own).")
+@click.option("--scope", help="Work in this scope: reads see it over the baseline, writes land in it.")
+@click.option("--json", "as_json", is_flag=True, help="Print answers as JSON, one per line, instead of YAML.")
+def request_command(file: click.utils.LazyFile, address: str, author: str | None, scope: str | None,
+                    as_json: bool) -> None:
+    """Send the documents in FILE (or - for stdin) pipelined, and print each answer.
+
+    Documents are separated by lines '---' or '...'. Every document is read
+    and checked before anything is sent. Exit status 1 if any answer is an
+    error.
+
+    \b
+    Example:
+        retain logd request requests.yaml
+        echo '{list: {path: jobs.*}}' | retain logd request - --connect 127.0.0.1:7420
+    """
+    from retain.logd.client import Client, parse_address
+    from retain.logd.protocol import dump, load, split_documents
+
+    requests = [load(text)[0] for text in split_documents(file.read())]
+    if not requests:
+        raise click.UsageError("no documents to send")
+    with Client(parse_address(address), author=author, scope=scope) as client:
+        answers = client.pipeline(requests)
+    for answer in answers:
+        sys.stdout.write(dump(answer, "json" if as_json else "yaml").decode())
+        if not as_json:
+            sys.stdout.write("...\n")
+    if any("error" in answer for answer in answers):
+        sys.exit(1)

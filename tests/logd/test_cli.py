@@ -1,0 +1,90 @@
+"""``retain logd serve`` as a real process, and ``retain logd request`` against it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from retain.cli import main
+from retain.logd.client import Client
+from retain.servers import free_port
+
+
+def wait_connectable(port: int, process: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert process.poll() is None, process.stderr.read().decode()
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, "logd serve never listened"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def served_process(tmp_path):
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-c", "from retain.cli import main; main()", "logd", "serve", "--db",
+                                str(tmp_path / "cli.sqlite3"), "--listen", f"127.0.0.1:{port}"],
+                               stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        wait_connectable(port, process)
+        yield port, process
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+class TestServeAndRequest:
+    def test_request_prints_answers_in_order(self, served_process, tmp_path):
+        """Documents in a file are sent pipelined; each answer is printed; an error answer exits 1."""
+        port, _ = served_process
+        requests = tmp_path / "requests.yaml"
+        requests.write_text("{patch: {ops: [{set: jobs.j1, value: {status: done}}]}}\n---\n"
+                            "{get: {path: jobs.j1.status}}\n...\n{get: {path: jobs.j2}}\n")
+        result = CliRunner().invoke(main, ["logd", "request", str(requests), "--connect", f"127.0.0.1:{port}",
+                                           "--author", "cli/test"])
+        assert result.exit_code == 1
+        assert result.output.split("...\n")[:3] == [
+            "result:\n  patch:\n    commit: 1\n", "result:\n  get:\n    commit: 1\n    value: done\n",
+            "error:\n  code: not_found\n  message: jobs.j2 does not exist at commit 1\n"]
+        ok = CliRunner().invoke(main, ["logd", "request", "-", "--connect", f"127.0.0.1:{port}", "--json"],
+                                input='{"list": {"path": "jobs.*"}}')
+        assert ok.exit_code == 0 and ok.output == '{"result":{"list":{"commit":1,"items":{"j1":{"status":"done"}}}}}\n'
+
+    def test_bad_document_sends_nothing(self, served_process):
+        """A document that does not load is refused before anything is sent."""
+        port, _ = served_process
+        result = CliRunner().invoke(main, ["logd", "request", "-", "--connect", f"127.0.0.1:{port}"],
+                                    input="{patch: {ops: [{set: a, value: 1}]}}\n---\n{get: !nope x}\n")
+        assert result.exit_code == 1 and "unknown tag !nope" in result.output
+        with Client(("127.0.0.1", port)) as logd:
+            assert logd.call("get")["commit"] == 0
+
+    def test_interrupt_stops_cleanly(self, served_process):
+        """Ctrl-C (SIGINT) stops the server and says so."""
+        _, process = served_process
+        os.kill(process.pid, signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        assert b"logd stopped" in process.stderr.read()
+
+    @pytest.mark.parametrize(("args", "message"), [
+        (["serve", "--listen", "127.0.0.1:1", "--socket", "/tmp/x"], "not both"),
+        (["serve", "--listen", "nohost"], "HOST:PORT"),
+        (["serve", "--horizon", "1h", "--cutoff", "2h"], "horizon must be"),
+        (["request", "-", "--connect", "127.0.0.1:1"], "cannot reach logd"),
+    ])
+    def test_refusals(self, args, message, tmp_path):
+        """Bad options exit non-zero with one clear line."""
+        result = CliRunner().invoke(main, ["logd", *args, "--db", str(tmp_path / "x.sqlite3")]
+                                    if args[0] == "serve" else ["logd", *args], input="{get: {}}")
+        assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output
