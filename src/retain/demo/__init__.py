@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from retain.demo.logd_jobs import logd_jobs
 from retain.demo.trim_modes import trim_modes
 from retain.servers import RedisServer
 
 __all__ = ["ACTS", "run"]
 
-ACTS = [trim_modes]
+ACTS = [trim_modes, logd_jobs]
 
 
 def run(console: Console) -> None:
