@@ -30,6 +30,7 @@ class Draft:
         self.at = view.at
         self.pending: dict[str, Row] = {}
         self._children: dict[str, set[str]] = {}  # pending keys by parent key
+        self._read: dict[str, Row | None] = {}  # the view's records, as this draft read them
         self.applied: list[dict[str, Any]] = []
         self._written: list[Path] = []  # set paths whose subtree the schema checks at the end
         self._shrunk: list[Path] = []   # parents of deleted places: required / minItems may break
@@ -41,7 +42,9 @@ class Draft:
         pending = self.pending.get(key)
         if pending is not None:
             return None if pending.kind == GONE else pending
-        return self.view.row(key)
+        if key not in self._read:  # the draft runs inside one transaction: what it read stays true
+            self._read[key] = self.view.row(key)
+        return self._read[key]
 
     def rows(self, key: str, *, children: bool = False) -> Iterator[Row]:
         if children:

@@ -1,0 +1,130 @@
+"""logd's write path and its big reads, against raw sqlite3 on the same documents, same run.
+
+Two workloads:
+- patches: PATCHES one-op patches (``set jobs.jN = {...}``), each its own commit, through
+  the store; against one ``INSERT`` of the same document per transaction in a raw
+  sqlite3 table with the same pragmas (WAL). Alternating rounds, median of ROUNDS; at
+  ``synchronous=normal`` (the store's own work shows) and ``full`` (the default: fsync-bound);
+- list: a container of ITEMS items (built in patches of 10,000), a tenth of them then
+  updated; ``list jobs.*`` at the current commit and at the older commit before the
+  updates; against ``SELECT`` + ``json.loads`` of the same ITEMS documents from a raw table.
+
+Run: python3 dev.py bench logd_write [ITEMS]
+Prints a table, then one JSON line: {"ratio": store patches/s / raw inserts/s (normal), ...}.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from retain.logd import Store
+from retain.logd.settings import Settings
+
+ROUNDS = 5
+PATCHES = 2_000
+ITEMS = 1_000_000
+BUILD_BATCH = 10_000
+
+
+def document(index: int) -> dict:
+    return {"status": ("done", "running", "canceled")[index % 3],
+            "updatedAt": f"2026-09-{1 + index % 28:02d}T07:00:00Z", "attempts": index % 5}
+
+
+def raw_table(path: Path, synchronous: str) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(f"PRAGMA synchronous = {synchronous}")
+    db.execute("CREATE TABLE IF NOT EXISTS docs (key TEXT PRIMARY KEY, doc TEXT NOT NULL)")
+    return db
+
+
+def timed(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def patches(directory: Path, synchronous: str) -> tuple[float, float]:
+    """Median patches/s through the store and inserts/s raw, alternating rounds."""
+    store = Store.open(str(directory / f"store-{synchronous}.sqlite3"), settings=Settings(synchronous=synchronous))
+    session = store.session(author="bench")
+    raw = raw_table(directory / f"raw-{synchronous}.sqlite3", synchronous)
+    times: dict[str, list[float]] = {"store": [], "raw": []}
+
+    def through_store(offset: int) -> None:
+        for index in range(offset, offset + PATCHES):
+            session.patch([{"set": f"jobs.j{index}", "value": document(index)}])
+
+    def raw_inserts(offset: int) -> None:
+        for index in range(offset, offset + PATCHES):
+            raw.execute("BEGIN IMMEDIATE")
+            raw.execute("INSERT INTO docs (key, doc) VALUES (?, ?)", (f"jobs.j{index}", json.dumps(document(index))))
+            raw.execute("COMMIT")
+
+    for round_index in range(ROUNDS):
+        sides = [("store", through_store), ("raw", raw_inserts)]
+        for side, function in sides[::-1] if round_index % 2 else sides:  # drift hits both alike
+            times[side].append(timed(lambda: function(round_index * PATCHES)))
+    store.close()
+    raw.close()
+    return PATCHES / statistics.median(times["store"]), PATCHES / statistics.median(times["raw"])
+
+
+def listing(directory: Path, items: int) -> dict[str, float]:
+    store = Store.open(str(directory / "list.sqlite3"), settings=Settings(synchronous="off", read_budget=2 * items + 1))
+    session = store.session(author="bench")
+    build = timed(lambda: [session.patch([{"set": f"jobs.j{index:07d}", "value": document(index)}
+                                          for index in range(first, min(first + BUILD_BATCH, items))])
+                           for first in range(0, items, BUILD_BATCH)])
+    older = store.head
+    for first in range(0, items, BUILD_BATCH * 10):  # a tenth of the items get a newer version
+        session.patch([{"set": f"jobs.j{index:07d}.status", "value": "archived"}
+                       for index in range(first, min(first + BUILD_BATCH, items))])
+    current_s = timed(lambda: session.list("jobs.*"))
+    older_s = timed(lambda: session.list("jobs.*", at=older))
+    assert len(session.list("jobs.*", at=older).items) == items
+    store.close()
+    raw = raw_table(directory / "list-raw.sqlite3", "off")
+    raw.execute("BEGIN")
+    raw.executemany("INSERT INTO docs (key, doc) VALUES (?, ?)",
+                    ((f"jobs.j{index:07d}", json.dumps(document(index))) for index in range(items)))
+    raw.execute("COMMIT")
+    raw_s = timed(lambda: {key: json.loads(doc) for key, doc in raw.execute("SELECT key, doc FROM docs ORDER BY key")})
+    raw.close()
+    return {"build_items_per_s": items / build, "current_s": current_s, "older_s": older_s, "raw_s": raw_s}
+
+
+def main() -> None:
+    items = int(sys.argv[1]) if len(sys.argv) > 1 else ITEMS
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        store_normal, raw_normal = patches(directory, "normal")
+        store_full, raw_full = patches(directory, "full")
+        listed = listing(directory, items)
+    ratio, ratio_full = store_normal / raw_normal, store_full / raw_full
+    print(f"{'workload':<28} {'store':>14} {'raw sqlite3':>14} {'ratio':>7}")
+    print(f"{'patches, synchronous=normal':<28} {store_normal:>12.0f}/s {raw_normal:>12.0f}/s {ratio:>7.3f}"
+          f"   ({PATCHES} one-op commits, median of {ROUNDS})")
+    print(f"{'patches, synchronous=full':<28} {store_full:>12.0f}/s {raw_full:>12.0f}/s {ratio_full:>7.3f}")
+    print(f"{'list ' + format(items, ',') + ' items, current':<28} {listed['current_s']:>13.2f}s "
+          f"{listed['raw_s']:>13.2f}s {listed['current_s'] / listed['raw_s']:>7.3f}   (raw: SELECT + json.loads)")
+    print(f"{'list, older commit':<28} {listed['older_s']:>13.2f}s {listed['raw_s']:>13.2f}s "
+          f"{listed['older_s'] / listed['raw_s']:>7.3f}")
+    print(f"{'build (10,000-op patches)':<28} {listed['build_items_per_s']:>12.0f}/s")
+    print(json.dumps({"bench": "logd_write", "ratio": round(ratio, 4), "ratio_full": round(ratio_full, 4),
+                      "store_patches_per_s": round(store_normal), "raw_inserts_per_s": round(raw_normal),
+                      "store_patches_per_s_full": round(store_full), "raw_inserts_per_s_full": round(raw_full),
+                      "list_items": items, "list_current_s": round(listed["current_s"], 3),
+                      "list_older_s": round(listed["older_s"], 3), "list_raw_s": round(listed["raw_s"], 3),
+                      "build_items_per_s": round(listed["build_items_per_s"])}))
+
+
+if __name__ == "__main__":
+    main()
