@@ -1,6 +1,8 @@
 """The public API of each package is pinned: changing it is a decision, not an accident."""
 
 import retain
+import retain.errors
+import retain.logd
 import retain.servers
 import retain.streams
 
@@ -28,8 +30,29 @@ def test_servers():
     ])
 
 
+def test_logd():
+    """retain.logd exports the store, its sessions and results, the wire's clients and server, the tags."""
+    assert sorted(retain.logd.__all__) == sorted([
+        "AsyncClient", "AutoId", "Backend", "Client", "Compaction", "Delta", "Listing", "LogdKey", "LogdServer",
+        "Or", "Path", "Raw", "Read", "Schema", "ScopeInfo", "ServerThread", "Session", "Settings", "SqliteBackend",
+        "Store", "Tier", "Written", "parse",
+    ])
+
+
+def test_logd_errors():
+    """The logd branch of the error tree: each wire code has its class."""
+    assert {name: cls.code for name, cls in vars(retain.errors).items()
+            if isinstance(cls, type) and issubclass(cls, retain.errors.LogdError)} == {
+        "LogdError": "storage_error", "InvalidRequest": "invalid_request", "InvalidPath": "invalid_request",
+        "InvalidDocument": "invalid_request", "PreconditionFailed": "precondition_failed",
+        "SchemaViolation": "schema_violation", "StorageError": "storage_error",
+        "ReadBudgetExceeded": "storage_error", "Unsupported": "unsupported", "NotFound": "not_found",
+        "Compacted": "compacted",
+    }
+
+
 def test_every_name_resolves():
     """Every exported name exists."""
-    for module in (retain, retain.streams, retain.servers):
+    for module in (retain, retain.streams, retain.servers, retain.logd, retain.errors):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"

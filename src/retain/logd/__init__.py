@@ -6,9 +6,43 @@ See ``docs/logd.md``. The embedded store::
     store = Store.open("logd.sqlite3")
     ops = store.session(author="verse/ops")
     ops.patch([{"set": "jobs.j1", "value": {"status": "done"}}])
+
+Served (``retain logd serve``) it speaks YAML or JSON documents over a stream socket
+and HTTP; :class:`Client` and :class:`AsyncClient` talk to it.
 """
 
+from retain.logd.client import AsyncClient, Client
 from retain.logd.paths import Path, parse
+from retain.logd.schema import Schema
+from retain.logd.server import LogdServer, ServerThread
+from retain.logd.settings import Settings, Tier
+from retain.logd.sqlite import SqliteBackend
+from retain.logd.storage import Backend
 from retain.logd.store import Compaction, Delta, Listing, Read, ScopeInfo, Session, Store, Written
+from retain.logd.tags import AutoId, LogdKey, Or, Raw
 
-__all__ = ["Compaction", "Delta", "Listing", "Path", "Read", "ScopeInfo", "Session", "Store", "Written", "parse"]
+__all__ = [
+    "AsyncClient",
+    "AutoId",
+    "Backend",
+    "Client",
+    "Compaction",
+    "Delta",
+    "Listing",
+    "LogdKey",
+    "LogdServer",
+    "Or",
+    "Path",
+    "Raw",
+    "Read",
+    "Schema",
+    "ScopeInfo",
+    "ServerThread",
+    "Session",
+    "Settings",
+    "SqliteBackend",
+    "Store",
+    "Tier",
+    "Written",
+    "parse",
+]

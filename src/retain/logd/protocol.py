@@ -12,7 +12,8 @@ Loading is safe by construction: documents are read from the YAML *event* stream
 - map keys are strings as written (``1: a`` has the key ``"1"``); a duplicate key is refused.
 
 A document whose text parses as JSON is JSON, with tags spelled ``{"!or": [...]}``
-(see :mod:`retain.logd.tags`); it is answered in JSON. Everything else is YAML.
+(see :mod:`retain.logd.tags`); it is answered in JSON. Everything else is YAML
+(which may use the JSON spelling of a tag too).
 
 On a stream (TCP or Unix socket) each document ends with a line ``...`` -- the YAML
 document end marker -- both ways; :class:`Framer` splits a byte stream on it.
@@ -95,7 +96,7 @@ def load(data: bytes | str, limits: Limits = Limits()) -> tuple[Any, Format]:
         else:
             _check_depth(value, limits.max_depth)
             return from_plain(value), "json"
-    return _load_yaml(text, limits), "yaml"
+    return from_plain(_load_yaml(text, limits)), "yaml"
 
 
 def dump(value: Any, fmt: Format) -> bytes:
