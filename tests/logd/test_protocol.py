@@ -1,0 +1,119 @@
+"""The wire, pure: loading and dumping both formats with the tags, framing, limits, request shapes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from retain.errors import InvalidDocument, InvalidRequest
+from retain.logd.protocol import END, Framer, Limits, TooLarge, dump, frame, load, parse_request, split_documents
+from retain.logd.tags import AutoId, LogdKey, Or, Raw
+from tests.strategies import logd_values
+
+TAGGED = {"if": {"jobs.j1": {"status": Or(("done", "canceled"))}},
+          "schema": {"events": LogdKey("id"), "runs": AutoId("uid"), "blobs.*.doc": Raw()}}
+
+
+class TestLoadDump:
+    @pytest.mark.parametrize("fmt", ["yaml", "json"])
+    def test_tags_round_trip(self, fmt):
+        """Every registered tag survives a dump and a load, in either format."""
+        assert load(dump(TAGGED, fmt)) == (TAGGED, fmt)
+
+    @pytest.mark.parametrize("fmt", ["yaml", "json"])
+    @given(value=logd_values)
+    def test_values_round_trip(self, fmt, value):
+        """Any tree value comes back equal from its own dump."""
+        assert load(dump({"v": value}, fmt))[0] == {"v": value}
+
+    def test_json_spelling(self):
+        """JSON spells a tag as a one-key map; YAML may use that spelling too."""
+        text = '{"if": {"a": {"!or": [1, 2]}}, "s": {"!logd-key": "id", "x": 1}, "r": {"!raw": null}}'
+        assert load(text)[0] == {"if": {"a": Or((1, 2))}, "s": {"!logd-key": "id", "x": 1}, "r": Raw()}
+        assert load("{a: {'!or': [1, 2]}}")[0] == {"a": Or((1, 2))}
+
+    @pytest.mark.parametrize(("text", "value"), [
+        ("{t: 2026-09-11T07:00:00Z}", {"t": "2026-09-11T07:00:00Z"}),
+        ("{d: 2026-09-11}", {"d": "2026-09-11"}),
+        ("{a: yes, b: ~, c: 0x10, d: '7', e: 1.5e+3, 1: x}", {"a": True, "b": None, "c": 16, "d": "7", "e": 1500.0,
+                                                             "1": "x"}),
+        ("{a: !logd-auto-id }", {"a": AutoId("id")}),
+        ("{a: !!str 12}", {"a": "12"}),
+        ('{"a": 1}', {"a": 1}),
+    ])
+    def test_scalars(self, text, value):
+        """YAML 1.1 scalars as PyYAML's safe loader reads them, except that timestamps stay strings."""
+        assert load(text)[0] == value
+
+    @pytest.mark.parametrize(("text", "message"), [
+        ("{a: !or x}", "!or takes a list"),
+        ("{a: !or {b: 1}}", "!or does not take a map"),
+        ("{a: !raw x}", "!raw takes no value"),
+        ("{a: !logd-key }", "!logd-key takes a field name"),
+        ("{a: !!int x}", "'x' is not a !!int"),
+        ("{[1]: x}", "map keys are strings"),
+        ("{? !or [1] : x}", "map keys are strings"),
+        ("{a: 1, a: 2}", "duplicate key 'a'"),
+        ('{"a": Infinity}', "Infinity is not JSON"),
+    ])
+    def test_refused(self, text, message):
+        """What cannot be read is an InvalidDocument naming the fault."""
+        with pytest.raises(InvalidDocument, match=message.replace("[", r"\[").replace("!", "!")):
+            load(text)
+
+    def test_limits(self):
+        """Size and depth are bounded by the limits given."""
+        with pytest.raises(InvalidDocument, match="at most 10"):
+            load("{a: 123456789}", Limits(max_bytes=10))
+        with pytest.raises(InvalidDocument, match="deeper than 3"):
+            load("[[[[1]]]]", Limits(max_depth=3))
+        assert load("[[[1]]]", Limits(max_depth=3))[0] == [[[1]]]
+
+
+class TestFramer:
+    @given(st.lists(st.binary(max_size=40).filter(lambda b: b"\n..." not in b and not b.startswith(b"...")),
+                    max_size=6),
+           st.lists(st.integers(1, 50), min_size=1, max_size=20))
+    def test_any_chunking(self, documents, cuts):
+        """However the stream is cut into chunks, the same documents come out in order."""
+        stream = b"".join(document + b"\n" + END for document in documents)
+        framer, found, position = Framer(1000), [], 0
+        for cut in cuts * (len(stream) // sum(cuts) + 1):
+            found += framer.feed(stream[position:position + cut])
+            position += cut
+        assert found == [document + b"\n" for document in documents]
+
+    def test_oversized_is_dropped_and_reported(self):
+        """A document over the limit is dropped as it arrives and reported in its place."""
+        framer = Framer(10)
+        found = framer.feed(b"a: 1\n...\n" + b"x" * 25)
+        found += framer.feed(b"y" * 100)
+        found += framer.feed(b"\n...\nb: 2\n...\n")
+        assert found[0] == b"a: 1\n" and isinstance(found[1], TooLarge) and found[2] == b"b: 2\n"
+        assert found[1].size >= 126 and len(framer._buffer) == 0
+
+    def test_frame(self):
+        """A framed document is the document and the end line."""
+        assert frame({"a": 1}, "json") == b'{"a":1}\n...\n'
+
+
+class TestShapes:
+    def test_parse_request(self):
+        """{verb: body}; a missing body is {}."""
+        assert parse_request({"get": None}) == ("get", {})
+        assert parse_request({"get": {"path": "a"}}) == ("get", {"path": "a"})
+
+    @pytest.mark.parametrize(("value", "message"), [
+        ([1], "a request is a map"), ("get", "a request is a map"), ({}, "exactly one verb"),
+        ({"a": {}, "b": {}}, "exactly one verb"), ({"get": 1}, "the body of 'get' is a map"),
+    ])
+    def test_refused(self, value, message):
+        """Anything but one verb with a map body is an invalid_request."""
+        with pytest.raises(InvalidRequest, match=message):
+            parse_request(value)
+
+    def test_split_documents(self):
+        """A file's documents, split on --- and ... lines; blank ones dropped."""
+        text = "a: 1\n---\nb: 2\n...\n\n--- c: 3\n---\n"
+        assert split_documents(text) == ["a: 1\n", "b: 2\n", "c: 3\n"]
