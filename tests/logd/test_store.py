@@ -297,3 +297,13 @@ class TestDeltas:
         assert deltas[1].ops == ({"delete": "jobs"},)
         assert [d.commit for d in alice.deltas("jobs", first=4)] == [4]
         assert list(alice.deltas("jobs")) == []
+
+
+class TestListeners:
+    def test_called_after_each_commit(self, store):
+        """Listeners see every commit record; one that fails does not turn a durable commit into an error."""
+        seen = []
+        store.listen(lambda record: seen.append((record.number, record.author)))
+        store.listen(lambda record: 1 / 0)
+        assert store.session(author="a").patch([{"set": "x", "value": 1}]).commit == 1
+        assert seen == [(1, "a")] and store.head == 1

@@ -17,6 +17,7 @@ durable; the server's watch hub is one. One thread at a time may use a store.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -38,6 +39,7 @@ __all__ = ["Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "St
            "format_time"]
 
 Clock = Callable[[], datetime]
+log = logging.getLogger(__name__)
 
 
 def _system_clock() -> datetime:
@@ -216,7 +218,10 @@ class Store:
         if schema is not None:
             self.schema = schema
         for listener in self._listeners:
-            listener(record)
+            try:
+                listener(record)
+            except Exception:  # the commit is durable already; a listener's failure must not undo the answer
+                log.exception("logd: commit listener failed on commit %d", record.number)
         return Written(record.number)
 
 

@@ -111,6 +111,7 @@ class Location:
 
 
 def name_in(path: Path, depth: int, segment: Segment, row: Row) -> str:
+    """The child name ``segment`` gives under the record ``row``; refused when it does not fit its kind."""
     prefix = Path(path.segments[:depth])
     if row.kind == MAP and isinstance(segment, Field):
         return segment.name
@@ -124,6 +125,7 @@ def name_in(path: Path, depth: int, segment: Segment, row: Row) -> str:
 
 
 def locate(reader: Reader, path: Path) -> Location:
+    """Walk ``path`` down the records as far as they go."""
     key, row = "", reader.row("")
     assert row is not None
     for depth, segment in enumerate(path.segments):
@@ -138,6 +140,7 @@ def locate(reader: Reader, path: Path) -> Location:
 
 
 def navigate(value: Any, segments: tuple[Segment, ...], path: Path) -> Any:
+    """Follow ``segments`` into a leaf's JSON (dense arrays and the maps inside them)."""
     for segment in segments:
         if isinstance(segment, Index) and isinstance(value, list):
             if segment.index >= len(value):
