@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
 from retain.durations import UNITS
 
-__all__ = ["duration_texts", "whole_second_durations"]
+__all__ = ["aware_instants", "duration_texts", "whole_second_durations"]
 
 
 @st.composite
@@ -25,3 +25,11 @@ def duration_texts(draw: st.DrawFn) -> tuple[str, timedelta]:
 
 
 whole_second_durations = st.integers(min_value=1, max_value=10**11).map(lambda s: timedelta(seconds=s))
+
+
+#: timezone-aware instants between 2000 and 2100, in assorted fixed offsets
+aware_instants = st.builds(
+    lambda naive, minutes: naive.replace(tzinfo=timezone(timedelta(minutes=minutes))),
+    st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)),
+    st.integers(min_value=-14 * 60, max_value=14 * 60),
+)
