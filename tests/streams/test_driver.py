@@ -371,12 +371,14 @@ class TestThreadRunner:
             down = reports.wait_more(4)
             assert all(isinstance(report.failures.get(feed.key), ServerUnavailable) for report in down[1:])
             assert all(report.lost_connection for report in down[1:])
+            wait_for(lambda: driver.delay == 0.1, "the backoff to reach max_backoff")
             restarted = len(reports)
             own_server.start()  # same port, nothing persisted: the stream starts over
             with own_server.client() as fresh:
                 append(fresh, feed.key, 1_000)
                 wait_for(lambda: fresh.xlen(feed.key) == 100, "the stream to be bounded again")
             assert driver.running
+            wait_for(lambda: driver.delay == 0.02, "a healthy beat to reset the backoff")
         assert sum(report.removed for report in before) == 900
         after = reports.since(restarted)
         assert sum(report.removed for report in after) == 900 and after[-1].ok

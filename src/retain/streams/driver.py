@@ -153,7 +153,10 @@ class _Driver:
         self.measure_lengths = bool(measure_lengths)
         self.on_report = on_report
         self._troubled = 0
+        #: beats the runners have completed (a raising beat counts)
         self.beats = 0
+        #: seconds from one beat's start to the next, as the runner now waits: ``tick``, or longer while in trouble
+        self.delay = self.tick
 
     def _plan(self) -> tuple[datetime, tuple[TrimCall, ...]]:
         now = self.clock()
@@ -196,7 +199,8 @@ class _Driver:
                 self.on_report(report)
             except Exception:
                 log.exception("on_report raised; the beat goes on")
-        return beat_delay(self.tick, self._troubled, self.max_backoff)
+        self.delay = beat_delay(self.tick, self._troubled, self.max_backoff)
+        return self.delay
 
 
 def _positive(name: str, value: object) -> float:
