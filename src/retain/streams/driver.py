@@ -8,7 +8,9 @@ touches consumer groups; it only sends XTRIM (and XLEN when asked to measure).
 One beat is one :meth:`~RetentionDriver.sweep`:
 
 1. ``now = clock()``; ``calls = decide(policy, now)`` — pure (:mod:`retain.streams.policy`);
-2. every call goes into one pipeline: one round trip on a standalone server. On a
+2. every call goes into one pipeline: one round trip on a standalone server
+   (a standalone ``redis.Redis`` gets one write of the packed commands on a
+   pooled connection; see :func:`_send_direct`). On a
    :class:`redis.cluster.RedisCluster`, redis-py's ``ClusterPipeline`` groups the
    commands by the node owning each key's slot and writes one pipeline per node
    before reading any answer (redis-py 5 to 8, sync and asyncio alike); that is
