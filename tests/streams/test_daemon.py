@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from retain.cli import main
 from retain.servers import free_port
+from tests.streams.test_driver import append
 
 RUN = "from retain.cli import main; main()"
 
@@ -25,13 +26,6 @@ def write_policy(tmp_path: Path, url: str | None, streams: str, tick: float = 0.
     head = f'url = "{url}"\n' if url else ""
     path.write_text(f"{head}tick = {tick}\n{streams}")
     return path
-
-
-def append(conn, key: str, count: int) -> None:
-    pipe = conn.pipeline(transaction=False)
-    for index in range(count):
-        pipe.xadd(key, {"i": str(index)})
-    pipe.execute()
 
 
 FEED = '[[stream]]\nqueue = "game"\nname = "feed"\nmaxlen = 10\napprox = false\n'

@@ -397,6 +397,10 @@ class TestThreadRunner:
         stopper.start()
         driver.run()  # returns once stop() is called from another thread
         assert driver.beats >= 2
+        for _ in range(20):  # a stop() right on the heels of start() is never lost
+            with driver:
+                pass
+            assert not driver.running
 
 
 class TestAsyncRunner:
@@ -473,6 +477,21 @@ class TestAsyncRunner:
                 await conn.aclose()
 
         assert asyncio.run(scenario()) >= 3
+
+    def test_one_driver_in_two_event_loops(self, redis_server):
+        """A driver is not tied to the loop it was made in: start and stop it under two asyncio.run calls."""
+        driver = AsyncRetentionDriver(None, [], tick=0.01)
+
+        async def scenario() -> None:
+            driver.conn = redis.asyncio.Redis(host=redis_server.host, port=redis_server.port)
+            async with driver:
+                while driver.beats < 2:
+                    await asyncio.sleep(0.005)
+            await driver.conn.aclose()
+
+        for _ in range(2):
+            driver.beats = 0
+            asyncio.run(asyncio.wait_for(scenario(), 20))
 
 
 @pytest.fixture

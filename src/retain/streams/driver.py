@@ -176,16 +176,16 @@ class _Driver:
         failures: dict[str, RetainError] = {}
         lengths: dict[str, int] = {}
         step = 2 if self.measure_lengths else 1
+        if isinstance(answers, BaseException):
+            answers = [answers] * (len(calls) * step)
         for index, call in enumerate(calls):
-            answer = answers if isinstance(answers, BaseException) else answers[index * step]
+            answer = answers[index * step]
             if isinstance(answer, BaseException):
                 failures[call.key] = _as_retain_error(answer, call.key)
                 continue
             removed_by[call.key] = int(answer)
-            if self.measure_lengths and not isinstance(answers, BaseException):
-                length = answers[index * step + 1]
-                if not isinstance(length, BaseException):
-                    lengths[call.key] = int(length)
+            if self.measure_lengths and not isinstance(answers[index * step + 1], BaseException):
+                lengths[call.key] = int(answers[index * step + 1])
         report = SweepReport(at=now, removed=sum(removed_by.values()), calls=len(removed_by),
                              removed_by=MappingProxyType(removed_by), failures=MappingProxyType(failures),
                              lengths=MappingProxyType(lengths), elapsed=elapsed)
@@ -270,6 +270,9 @@ class RetentionDriver(_Driver):
     def run(self) -> None:
         """Beat in this thread until :meth:`stop` is called; a beat in progress is finished first."""
         self._stopping.clear()
+        self._beat()
+
+    def _beat(self) -> None:
         while not self._stopping.is_set():
             started = time.monotonic()
             try:
@@ -284,8 +287,9 @@ class RetentionDriver(_Driver):
         """Beat on a daemon thread until :meth:`stop`; calling it while running is refused."""
         if self._thread is not None and self._thread.is_alive():
             raise RuntimeError("the retention driver is already running")
+        # Cleared here, not in the thread: a stop() right after start() must not be lost.
         self._stopping.clear()
-        self._thread = threading.Thread(target=self.run, name="retain-retention-driver", daemon=True)
+        self._thread = threading.Thread(target=self._beat, name="retain-retention-driver", daemon=True)
         self._thread.start()
         return self
 
@@ -360,7 +364,8 @@ class AsyncRetentionDriver(_Driver):
 
     def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], **options: Any) -> None:
         super().__init__(conn, policy, **options)
-        self._stopping = asyncio.Event()
+        # Made by run() or start(), inside the event loop that will wait on it.
+        self._stopping: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def sweep(self) -> SweepReport:
@@ -382,8 +387,11 @@ class AsyncRetentionDriver(_Driver):
 
     async def run(self) -> None:
         """Beat in this task until :meth:`stop` is called; a beat in progress is finished first."""
-        self._stopping.clear()
-        while not self._stopping.is_set():
+        self._stopping = asyncio.Event()
+        await self._beat(self._stopping)
+
+    async def _beat(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
             started = time.monotonic()
             try:
                 report: SweepReport | None = await self.sweep()
@@ -392,7 +400,7 @@ class AsyncRetentionDriver(_Driver):
                 report = None
             delay = self._after_beat(report)
             try:
-                await asyncio.wait_for(self._stopping.wait(), max(0.0, delay - (time.monotonic() - started)))
+                await asyncio.wait_for(stopping.wait(), max(0.0, delay - (time.monotonic() - started)))
             except TimeoutError:
                 pass
 
@@ -400,13 +408,14 @@ class AsyncRetentionDriver(_Driver):
         """Beat in a background task until :meth:`stop`; calling it while running is refused."""
         if self._task is not None and not self._task.done():
             raise RuntimeError("the retention driver is already running")
-        self._stopping.clear()
-        self._task = asyncio.create_task(self.run(), name="retain-retention-driver")
+        self._stopping = asyncio.Event()
+        self._task = asyncio.create_task(self._beat(self._stopping), name="retain-retention-driver")
         return self
 
     async def stop(self) -> None:
         """Ask the beat to end after the beat in progress; wait for the task :meth:`start` made."""
-        self._stopping.set()
+        if self._stopping is not None:
+            self._stopping.set()
         task, self._task = self._task, None
         if task is not None and task is not asyncio.current_task():
             await task
