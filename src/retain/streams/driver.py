@@ -119,8 +119,9 @@ class SweepReport:
     def summary(self) -> str:
         """One line for a log: ``beat at <instant>: removed 120 entries in 3 trims, 1 failed, 1.2 ms``."""
         failed = f", {len(self.failures)} failed" if self.failures else ""
-        return (f"beat at {self.at.isoformat(timespec='milliseconds')}: removed {_count(self.removed, 'entry', 'entries')} "
-                f"in {_count(self.calls, 'trim', 'trims')}{failed}, {self.elapsed * 1e3:.1f} ms")
+        removed, calls = _count(self.removed, "entry", "entries"), _count(self.calls, "trim", "trims")
+        return (f"beat at {self.at.isoformat(timespec='milliseconds')}: removed {removed} in {calls}{failed}, "
+                f"{self.elapsed * 1e3:.1f} ms")
 
 
 def _count(number: int, one: str, many: str) -> str:

@@ -43,7 +43,8 @@ class DriverMetrics:
                                 ["stream", "error"], registry=self.registry)
         self.length = Gauge("retain_stream_length", "Length of a stream right after its last trim.",
                             ["stream"], registry=self.registry)
-        self.duration = Histogram("retain_beat_duration_seconds", "Time from sending a beat's trims to the last answer.",
+        self.duration = Histogram("retain_beat_duration_seconds",
+                                  "Time from sending a beat's trims to the last answer.",
                                   buckets=BEAT_BUCKETS, registry=self.registry)
         self.beats = Counter("retain_beats", "Beats the retention driver completed.", registry=self.registry)
         self.last_beat = Gauge("retain_last_beat_timestamp_seconds", "Clock instant of the last completed beat.",

@@ -89,7 +89,8 @@ class Policy:
 
     def __init__(self, entries: Iterable[PolicyEntry] = ()) -> None:
         if isinstance(entries, (str, bytes, StreamPolicy)) or not isinstance(entries, Iterable):
-            raise InvalidPolicy(f"a policy is a list of (stream, window) pairs or StreamPolicy entries (got {entries!r})")
+            raise InvalidPolicy("a policy is a list of (stream, window) pairs or StreamPolicy entries "
+                                f"(got {entries!r})")
         normalised: list[StreamPolicy] = []
         seen: dict[str, int] = {}
         for number, entry in enumerate(entries, start=1):
@@ -100,8 +101,8 @@ class Policy:
             seen[item.key] = number
             normalised.append(item)
         object.__setattr__(self, "entries", tuple(normalised))
-        object.__setattr__(self, "_fixed", tuple(None if isinstance(entry.window, MaxAge) else _call(entry, entry.window)
-                                                 for entry in normalised))
+        fixed = tuple(None if isinstance(entry.window, MaxAge) else _call(entry, entry.window) for entry in normalised)
+        object.__setattr__(self, "_fixed", fixed)
 
     @classmethod
     def of(cls, policy: Policy | Iterable[PolicyEntry]) -> Policy:

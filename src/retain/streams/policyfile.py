@@ -220,7 +220,8 @@ def _instant(value: object, where: _Where) -> datetime:
         try:
             value = datetime.fromisoformat(value)
         except ValueError:
-            raise InvalidPolicy(f"{where.field('min_id')}: {value!r} is not a time such as 2026-09-12T08:00:00Z") from None
+            raise InvalidPolicy(f"{where.field('min_id')}: {value!r} is not a time "
+                                "such as 2026-09-12T08:00:00Z") from None
     if not isinstance(value, datetime):
         kind = "a date without a time" if isinstance(value, date) else repr(value)
         raise InvalidPolicy(f"{where.field('min_id')}: must be a time with an offset such as "
