@@ -75,6 +75,30 @@ class TestOnce:
         assert redis_conn.xlen(FEED_KEY) == 30
 
 
+class TestCluster:
+    def test_once_on_a_cluster(self, tmp_path, redis_cluster):
+        """cluster = true connects with RedisCluster: one beat trims streams on every master."""
+        refs = [(f"daemon{q}", f"s{s}") for q in range(12) for s in range(2)]
+        keys = [f"emq:{{{queue}}}:stream:{name}" for queue, name in refs]
+        tables = "".join(f'[[stream]]\nqueue = "{queue}"\nname = "{name}"\nmaxlen = 3\napprox = false\n'
+                         for queue, name in refs)
+        path = tmp_path / "cluster.toml"
+        path.write_text(f'url = "{redis_cluster.url}"\ncluster = true\n{tables}')
+        with redis_cluster.client() as conn:
+            for key in keys:
+                append(conn, key, 8)
+            try:
+                result = invoke(str(path), "--once")
+                assert result.exit_code == 0, result.output
+                assert f"removed {5 * len(keys)} entries in {len(keys)} trims" in result.output
+                assert {conn.xlen(key) for key in keys} == {3}
+                dry = invoke(str(path), "--dry-run")
+                assert dry.exit_code == 0 and dry.output.count("a trim now removes 0") == len(keys)
+            finally:
+                for key in keys:
+                    conn.delete(key)
+
+
 class TestDryRun:
     def test_trims_nothing(self, tmp_path, redis_server, redis_conn):
         """--dry-run prints length, what is kept and what would go, and removes nothing."""

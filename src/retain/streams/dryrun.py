@@ -11,7 +11,7 @@ the stream's memory on the server for an instant, which a dry run must not risk.
 Example:
     >>> for row in preview(conn, policy, now=datetime.now(timezone.utc)):
     ...     print(row.describe())
-    emq:{codemojex}:stream:activity  length 25000  MAXLEN ~ 10000  keeps 10000  a trim now removes 14901 to 15000
+    emq:{codemojex}:stream:activity  MAXLEN ~ 10000  length 25000  keeps 10000  a trim now removes 14901 to 15000 (whole nodes of at most 100 entries)
 """
 
 from __future__ import annotations
