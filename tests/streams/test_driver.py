@@ -141,6 +141,29 @@ class TestSweep:
         assert report.at == clock()
         assert [ms for ms, _ in remaining(redis_conn, "aged")] == [BASE_MS + m * 60_000 for m in (7, 8, 9, 10)]
 
+    def test_age_window_moves_beat_after_beat(self, redis_conn):
+        """The age window is sent afresh each beat (never a stale floor) beside fixed windows sent as before."""
+        fill(redis_conn, "aged", [60_000] * 10)
+        fill(redis_conn, "fixed", [1] * 10)
+        instants = iter(datetime.fromtimestamp((BASE_MS + minutes * 60_000) / 1000, UTC) for minutes in (5, 8, 8))
+        driver = RetentionDriver(redis_conn, [(RawKey("fixed"), MaxLen(4, approx=False)),
+                                              (RawKey("aged"), MaxAge("1m", approx=False))],
+                                 clock=lambda: next(instants), measure_lengths=True)
+        reports = [driver.sweep() for _ in range(3)]
+        assert [dict(report.removed_by) for report in reports] == [
+            {"fixed": 6, "aged": 3}, {"fixed": 0, "aged": 3}, {"fixed": 0, "aged": 0}]
+        assert [dict(report.lengths) for report in reports] == [
+            {"fixed": 4, "aged": 7}, {"fixed": 4, "aged": 4}, {"fixed": 4, "aged": 4}]
+
+    def test_keeps_no_wire_form_of_age_windows(self, redis_conn):
+        """The driver's own memory is bounded: only the commands that never change are kept packed."""
+        instants = (datetime(2026, 9, 12, tzinfo=UTC) + timedelta(seconds=second) for second in itertools.count())
+        driver = RetentionDriver(redis_conn, [(RawKey("fixed"), MaxLen(4)), (RawKey("aged"), MaxAge("1m"))],
+                                 clock=lambda: next(instants), measure_lengths=True)
+        for _ in range(50):
+            driver.sweep()
+        assert sorted(command[0] for command in driver._packed) == ["XLEN", "XLEN", "XTRIM"]
+
     def test_wrongtype_among_good_streams(self, redis_conn, caplog):
         """The good streams are trimmed; the bad one is reported typed, with the server's message, and logged."""
         good = [StreamRef("q", "a"), StreamRef("q", "c")]

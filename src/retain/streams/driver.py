@@ -170,13 +170,23 @@ class _Driver:
             return [call.command for call in calls]
         return [command for call in calls for command in (call.command, ("XLEN", call.key))]
 
+    @property
+    def _step(self) -> int:
+        """Commands a stream sends per beat: XTRIM, and XLEN when measuring."""
+        return 2 if self.measure_lengths else 1
+
+    def _fixed(self, calls: Sequence[TrimCall]) -> list[bool]:
+        """Per command of :meth:`_commands`: True when it is the same every beat (not an age window)."""
+        fixed = [call.window is call.entry.window for call in calls]
+        return [flag for one in fixed for flag in (one, True)] if self.measure_lengths else fixed
+
     def _report(self, now: datetime, calls: Sequence[TrimCall], answers: Sequence[Any] | BaseException,
                 elapsed: float) -> SweepReport:
         """Read each stream's answer on its own; a whole-pipeline error fails every stream."""
         removed_by: dict[str, int] = {}
         failures: dict[str, RetainError] = {}
         lengths: dict[str, int] = {}
-        step = 2 if self.measure_lengths else 1
+        step = self._step
         if isinstance(answers, BaseException):
             answers = [answers] * (len(calls) * step)
         for index, call in enumerate(calls):
@@ -249,6 +259,9 @@ class RetentionDriver(_Driver):
         super().__init__(conn, policy, **options)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        # The wire form of every command that is the same each beat, packed once for this client.
+        self._packed: dict[tuple[str, ...], bytes] = {}
+        self._packed_for: Any = None
 
     def sweep(self) -> SweepReport:
         """Apply one beat at the clock's instant, in one pipeline; never raises for a stream's failure.
@@ -260,13 +273,39 @@ class RetentionDriver(_Driver):
         if not calls:
             return self._report(now, calls, [], 0.0)
         started = time.monotonic()
-        commands = self._commands(calls)
-        send = _send_direct if isinstance(self.conn, redis.Redis) else _send_pipeline
         try:
-            answers: list[Any] | BaseException = send(self.conn, commands)
+            if isinstance(self.conn, redis.Redis):
+                answers: list[Any] | BaseException = _send_direct(self.conn, len(calls) * self._step,
+                                                                  self._packer(calls))
+            else:
+                answers = _send_pipeline(self.conn, self._commands(calls))
         except _PIPELINE_ERRORS as exc:
             answers = exc
         return self._report(now, calls, answers, time.monotonic() - started)
+
+    def _packer(self, calls: Sequence[TrimCall]) -> Callable[[Any], bytes]:
+        """Packs a beat's commands on a connection, reusing the bytes of those that never change.
+
+        Packing is most of a beat's client time, and a length or fixed-instant
+        window sends the same bytes every beat: those are packed once per client.
+        An age window's command changes every beat and is packed afresh, never kept.
+        """
+        if self._packed_for is not self.conn:
+            self._packed, self._packed_for = {}, self.conn
+        cache, commands, fixed = self._packed, self._commands(calls), self._fixed(calls)
+
+        def pack(connection: Any) -> bytes:
+            parts = []
+            for command, same in zip(commands, fixed):
+                packed = cache.get(command)
+                if packed is None:
+                    packed = b"".join(connection.pack_command(*command))
+                    if same:
+                        cache[command] = packed
+                parts.append(packed)
+            return b"".join(parts)
+
+        return pack
 
     def run(self) -> None:
         """Beat in this thread until :meth:`stop` is called; a beat in progress is finished first."""
@@ -326,12 +365,12 @@ def _send_pipeline(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
         pipe.reset()
 
 
-def _send_direct(conn: redis.Redis, commands: Sequence[tuple[str, ...]]) -> list[Any]:
-    """One write and one read per command on a pooled connection of a standalone client.
+def _send_direct(conn: redis.Redis, count: int, pack: Callable[[Any], bytes]) -> list[Any]:
+    """One write of ``count`` commands, then one read per command, on a pooled connection of a standalone client.
 
-    What ``Pipeline.execute`` does, less its per-command bookkeeping, which costs
-    about a third of a beat's client time: the beat is the driver's hot path. The
-    commands are packed and the answers parsed by redis-py's own connection.
+    What ``Pipeline.execute`` does, less its per-command bookkeeping: the beat is
+    the driver's hot path. ``pack(connection)`` gives the commands' wire form
+    (redis-py's own packer); redis-py's connection parses the answers.
     An answer lost to a dropped connection is that stream's failure; the answers
     already read stand.
     """
@@ -339,8 +378,8 @@ def _send_direct(conn: redis.Redis, commands: Sequence[tuple[str, ...]]) -> list
     connection = pool.get_connection()
     answers: list[Any] = []
     try:
-        connection.send_packed_command(connection.pack_commands(commands))
-        for _ in commands:
+        connection.send_packed_command([pack(connection)])
+        for _ in range(count):
             try:
                 answers.append(connection.read_response())
             except redis.exceptions.ResponseError as exc:
@@ -348,7 +387,7 @@ def _send_direct(conn: redis.Redis, commands: Sequence[tuple[str, ...]]) -> list
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
         # The socket may hold unread answers: never hand it back as it is.
         connection.disconnect()
-        answers += [exc] * (len(commands) - len(answers))
+        answers += [exc] * (count - len(answers))
     except BaseException:
         connection.disconnect()
         raise
