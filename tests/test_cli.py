@@ -100,4 +100,4 @@ class TestDemo:
         assert result.exit_code == 0, result.output
         assert "MAXLEN ~ 1250" in result.output and "MAX-AGE = 30m" in result.output
         assert "Act 2 · the driver bounds a feed nobody reads" in result.output
-        assert "with no consumer (consumer groups: 0)" in result.output
+        assert "no consumer read the feed (consumer groups: 0)" in result.output
