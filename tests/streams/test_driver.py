@@ -125,6 +125,20 @@ class TestSweep:
         with pytest.raises(TypeError):
             report.removed_by["x"] = 1  # type: ignore[index]
 
+    def test_a_beat_re_run_removes_nothing_more(self, redis_conn, node_size):
+        """INV-IDEMPOTENT: a beat re-applied (after a restart, or by a second driver) leaves the same stream."""
+        node_size(10)
+        floor = datetime.fromtimestamp((BASE_MS + 60) / 1000, UTC)
+        policy = [(RawKey("approx"), MaxLen(25)), (RawKey("exact"), MinId(floor, approx=False))]
+        for key in ("approx", "exact"):
+            fill(redis_conn, key, [1] * 100)
+        first = RetentionDriver(redis_conn, policy).sweep()
+        kept = {key: remaining(redis_conn, key) for key in ("approx", "exact")}
+        again = [RetentionDriver(redis_conn, policy).sweep() for _ in range(2)]
+        assert dict(first.removed_by) == {"approx": 70, "exact": 59}
+        assert [report.removed for report in again] == [0, 0]
+        assert {key: remaining(redis_conn, key) for key in ("approx", "exact")} == kept
+
     def test_nothing_to_do(self, redis_conn):
         """An empty policy sends nothing and reports nothing."""
         redis_conn.config_resetstat()
