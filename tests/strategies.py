@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
 from retain.durations import UNITS
 
-__all__ = ["duration_texts", "whole_second_durations"]
+__all__ = ["aware_instants", "duration_texts", "logd_keys", "logd_paths", "logd_scalars", "logd_values",
+           "whole_second_durations"]
 
 
 @st.composite
@@ -50,3 +51,11 @@ logd_scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
                          st.floats(allow_nan=False, allow_infinity=False, width=32), st.text(max_size=6))
 logd_values = st.recursive(logd_scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=3), st.dictionaries(logd_keys, inner, max_size=3)), max_leaves=12)
+
+
+#: timezone-aware instants between 2000 and 2100, in assorted fixed offsets
+aware_instants = st.builds(
+    lambda naive, minutes: naive.replace(tzinfo=timezone(timedelta(minutes=minutes))),
+    st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)),
+    st.integers(min_value=-14 * 60, max_value=14 * 60),
+)

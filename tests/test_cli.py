@@ -95,7 +95,9 @@ class TestStreamsTrim:
 
 class TestDemo:
     def test_demo_runs(self):
-        """The demo starts its own Redis and prints the trim table."""
+        """The demo starts its own Redis, prints the trim table, then the driver bounding a live feed."""
         result = CliRunner().invoke(main, ["demo"])
         assert result.exit_code == 0, result.output
         assert "MAXLEN ~ 1250" in result.output and "MAX-AGE = 30m" in result.output
+        assert "Act 2 · the driver bounds a feed nobody reads" in result.output
+        assert "no consumer read the feed (consumer groups: 0)" in result.output

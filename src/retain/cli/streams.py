@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
+import sys
 from datetime import datetime, timezone
+from typing import Any
 
 import click
+import redis
+import redis.cluster
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from retain.cli._common import connect, parse_instant, redis_url_option
-from retain.streams import RawKey, StreamRef, trim
+from retain._redis import map_error
+from retain.cli._common import DEFAULT_REDIS_URL, connect, parse_instant, redis_url_option
+from retain.streams import (DriverMetrics, PolicyFile, RawKey, RetentionDriver, StreamRef, SweepReport,
+                            load_policy, preview, trim, utc_now)
 from retain.streams.keys import DEFAULT_PREFIX
 from retain.windows import MaxAge, MaxLen, MinId
 
@@ -21,6 +32,7 @@ def streams() -> None:
     \b
     Example:
         retain streams trim codemojex activity --maxlen 10000
+        retain streams run retain.toml
     """
 
 
@@ -66,3 +78,119 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
         removed = trim(conn, stream, window, now=now)
     shown = window.resolve(now) if isinstance(window, MaxAge) else window
     click.echo(f"removed {removed} entries from {stream.key} ({shown.describe()})")
+
+
+@streams.command("run")
+@click.argument("policy_path", metavar="POLICY")
+@click.option("--once", is_flag=True, help="Apply one beat and exit (for cron); exit status 1 if a stream failed.")
+@click.option("--dry-run", is_flag=True,
+              help="Print per stream its length, what the window keeps and what a trim would remove now; trim nothing.")
+@click.option("--metrics-port", type=click.IntRange(1, 65535),
+              help="Serve Prometheus metrics at http://ADDR:PORT/metrics while the daemon runs.")
+@click.option("--metrics-addr", default="127.0.0.1", show_default=True,
+              help="Address the metrics server listens on (0.0.0.0 for every interface).")
+@click.option("--url", help="Redis/Valkey server; overrides the policy file's url, "
+                            "which overrides $RETAIN_REDIS_URL, else redis://localhost:6379/0.")
+def run_command(policy_path: str, once: bool, dry_run: bool, metrics_port: int | None, metrics_addr: str,
+                url: str | None) -> None:
+    """Run the retention daemon: re-apply the POLICY file's windows on its own beat.
+
+    POLICY is a TOML file naming the streams and their windows (see
+    docs/policy.md); it is checked whole before anything connects. The daemon
+    logs each beat's outcome to stderr. SIGTERM or SIGINT finishes the beat in
+    progress and exits 0. It only ever sends XTRIM (and XLEN for metrics): it
+    never reads a stream or touches a consumer group.
+
+    \b
+    Example:
+        retain streams run retain.toml
+        retain streams run retain.toml --once
+        retain streams run retain.toml --dry-run
+        retain streams run retain.toml --metrics-port 9464
+    """
+    if metrics_port is not None and (once or dry_run):
+        raise click.UsageError("--metrics-port serves a running daemon: drop --once and --dry-run")
+    policy_file = load_policy(policy_path)
+    conn = _client(url or policy_file.url or os.environ.get("RETAIN_REDIS_URL") or DEFAULT_REDIS_URL,
+                   policy_file.cluster)
+    try:
+        if dry_run:
+            _dry_run(conn, policy_file)
+        elif once:
+            _once(conn, policy_file)
+        else:
+            _daemon(conn, policy_file, metrics_port, metrics_addr)
+    finally:
+        conn.close()
+
+
+def _client(url: str, cluster: bool) -> redis.Redis | redis.cluster.RedisCluster:
+    # One retry covers a pooled connection gone stale; the driver's own backoff is the retry policy.
+    options = {"retry": Retry(NoBackoff(), 1)}
+    try:
+        if cluster:
+            return redis.cluster.RedisCluster.from_url(url, **options)
+        return redis.Redis.from_url(url, **options)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--url") from exc
+    except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as exc:
+        raise map_error(exc) from exc  # type: ignore[arg-type]
+
+
+def _dry_run(conn: Any, policy_file: PolicyFile) -> None:
+    now = utc_now()
+    rows = preview(conn, policy_file.policy, now=now)
+    click.echo(f"dry run at {now.isoformat(timespec='seconds')}: nothing is trimmed")
+    for row in rows:
+        click.echo(row.describe())
+    if any(row.error for row in rows):
+        sys.exit(1)
+
+
+def _once(conn: Any, policy_file: PolicyFile) -> None:
+    report = RetentionDriver(conn, policy_file.policy, tick=policy_file.tick).sweep()
+    click.echo(report.summary())
+    for key, removed in report.removed_by.items():
+        click.echo(f"{key}  removed {removed}")
+    for key, error in report.failures.items():
+        click.echo(f"{key}  failed: {error}")
+    if report.failures:
+        sys.exit(1)
+
+
+def _daemon(conn: Any, policy_file: PolicyFile, metrics_port: int | None, metrics_addr: str) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    log = logging.getLogger("retain.daemon")
+    metrics = DriverMetrics() if metrics_port is not None else None
+
+    def on_report(report: SweepReport) -> None:
+        log.info(report.summary())
+        if metrics is not None:
+            metrics.observe(report)
+
+    driver = RetentionDriver(conn, policy_file.policy, tick=policy_file.tick,
+                             measure_lengths=metrics is not None, on_report=on_report)
+    # Block the stop signals in every thread and wait for them here: the beat
+    # thread finishes the beat in progress, and no handler runs in the middle of one.
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    server = None
+    try:
+        if metrics is not None:
+            try:
+                server = metrics.serve(metrics_port, metrics_addr)  # type: ignore[arg-type]
+            except OSError as exc:
+                raise click.ClickException(f"cannot serve metrics on {metrics_addr}:{metrics_port}: {exc}") from exc
+            log.info("metrics at http://%s:%d/metrics", metrics_addr, metrics_port)
+        driver.start()
+        log.info("retention driver started: %d streams from %s, tick %gs", len(policy_file.policy),
+                 policy_file.source, policy_file.tick)
+        received = signal.sigwait(stop_signals)
+        log.info("%s received: finishing the beat in progress", signal.Signals(received).name)
+        driver.stop()
+        log.info("stopped after %d beats", driver.beats)
+    finally:
+        if server is not None:
+            server.shutdown()
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from retain.demo.bounded_feed import bounded_feed
 from retain.demo.logd_jobs import logd_jobs
 from retain.demo.trim_modes import trim_modes
 from retain.servers import RedisServer
 
 __all__ = ["ACTS", "run"]
 
-ACTS = [trim_modes, logd_jobs]
+ACTS = [trim_modes, bounded_feed, logd_jobs]
 
 
 def run(console: Console) -> None:

@@ -1,15 +1,36 @@
-"""The live tier: bound a Redis/Valkey stream to a declared window."""
+"""The live tier: bound a Redis/Valkey stream to a declared window, once or on a beat of its own."""
 
+from retain.streams.driver import AsyncRetentionDriver, RetentionDriver, SweepReport, beat_delay, utc_now
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, Stream, StreamRef, stream_key
+from retain.streams.metrics import DriverMetrics
+from retain.streams.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, decide
+from retain.streams.policyfile import PolicyFile, load_policy, parse_policy
+from retain.streams.dryrun import StreamPreview, preview
 from retain.streams.trim import atrim, trim, xtrim_command
 
 __all__ = [
     "DEFAULT_PREFIX",
+    "AsyncRetentionDriver",
+    "DriverMetrics",
+    "Policy",
+    "PolicyEntry",
+    "PolicyFile",
     "RawKey",
+    "RetentionDriver",
     "Stream",
+    "StreamPolicy",
+    "StreamPreview",
     "StreamRef",
+    "SweepReport",
+    "TrimCall",
     "atrim",
+    "beat_delay",
+    "decide",
+    "load_policy",
+    "parse_policy",
+    "preview",
     "stream_key",
     "trim",
+    "utc_now",
     "xtrim_command",
 ]

@@ -1,0 +1,183 @@
+"""Producers append as fast as they can while the driver beats: how long do the streams get, and does memory stay flat?
+
+PRODUCERS processes append, in pipelined batches, to STREAMS streams declared
+under ``MaxLen(N)`` (``~``) with a beat every T seconds, for DURATION seconds.
+The bound is what one beat can let through: the window, what producers add in
+one tick, and one macro-node that ``~`` may keep (stream-node-max-entries):
+
+    bound = N + rate x T + one node
+
+``rate`` is per stream. The producers share two cores with Redis and this
+process, so their pace drifts over a run; the bound is taken with the busiest
+tick's rate (the most entries a stream gained in any T-second window), and the
+figure with the mean rate is printed beside it.
+
+The baseline, in the same run: producer 0 also appends to a control stream that
+is not declared, so it is never trimmed (a stream you want unbounded is simply
+left out of the policy).
+
+Sampled over the run: every stream's XLEN and the producers' counters every
+SAMPLE_EVERY seconds (the peak length is the figure), and MEMORY USAGE of the
+declared streams and of the control every MEMORY_EVERY seconds. Once the window
+is full the declared streams' memory must stay flat while the control's grows.
+
+Run: python3 dev.py bench bounded [--duration 60] [--tick 1] [--window 10000]
+Prints a table, then one JSON line: {"peak_over_bound": peak length / bound, ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import multiprocessing
+import time
+
+import redis
+
+from retain.servers import RedisServer
+from retain.streams import RetentionDriver, StreamRef
+from retain.windows import MaxLen
+
+BATCH = 100             # entries per producer round trip
+SAMPLE_EVERY = 0.01     # seconds between XLEN samples
+MEMORY_EVERY = 0.25     # seconds between MEMORY USAGE samples
+FIELDS = {"player": "ada", "guess": "🍎", "outcome": "miss", "round": "17"}
+CONTROL = "emq:{bench-control}:stream:undeclared"
+
+
+def produce(port: int, slots: list[tuple[int, str]], go: float, deadline: float, counters) -> None:
+    """From ``go`` until ``deadline``, append to each ``(slot, key)`` in turn, counting into ``counters[slot]``."""
+    conn = redis.Redis(port=port)
+    while time.time() < go:
+        time.sleep(0.001)
+    turn = 0
+    while time.time() < deadline:
+        slot, key = slots[turn % len(slots)]
+        turn += 1
+        pipe = conn.pipeline(transaction=False)
+        for _ in range(BATCH):
+            pipe.xadd(key, FIELDS)
+        pipe.execute()
+        counters[slot] += BATCH
+
+
+def busiest_tick(samples: list[tuple[float, list[int], list[int]]], slot: int, tick: float) -> int:
+    """The most entries stream ``slot`` gained in any ``tick``-second window of the samples."""
+    times = [t for t, _, _ in samples]
+    most = 0
+    for index, (t, counts, _) in enumerate(samples):
+        start = max(0, bisect.bisect_left(times, t - tick) - 1)  # the sample at or just before t - tick
+        most = max(most, counts[slot] - samples[start][1][slot])
+    return most
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds the producers append (default 60)")
+    parser.add_argument("--tick", type=float, default=1.0, help="seconds between beats (default 1)")
+    parser.add_argument("--window", type=int, default=10_000, help="MaxLen N of every declared stream (default 10000)")
+    parser.add_argument("--streams", type=int, default=4, help="declared streams (default 4)")
+    parser.add_argument("--producers", type=int, default=2, help="producer processes (default 2)")
+    args = parser.parse_args()
+
+    refs = [StreamRef(f"bench{index % 2}", f"feed{index}") for index in range(args.streams)]
+    keys = [ref.key for ref in refs] + [CONTROL]
+    with RedisServer() as server:
+        conn = server.client()
+        node = int(conn.config_get("stream-node-max-entries")["stream-node-max-entries"])
+        spawn = multiprocessing.get_context("spawn")
+        counters = spawn.Array("q", len(keys), lock=False)  # one writer per slot
+        go = time.time() + 2.0   # time for the producers to start and import
+        deadline = go + args.duration
+        producers = []
+        for number in range(args.producers):
+            slots = [(slot, keys[slot]) for slot in range(number, len(refs), args.producers)]
+            if number == 0:
+                slots.append((len(refs), CONTROL))
+            producers.append(spawn.Process(target=produce, args=(server.port, slots, go, deadline, counters)))
+        for producer in producers:
+            producer.start()
+        driver = RetentionDriver(server.client(), [(ref, MaxLen(args.window)) for ref in refs], tick=args.tick)
+        samples: list[tuple[float, list[int], list[int]]] = []   # (t, appended per slot, length per slot)
+        memory: list[tuple[float, int, int]] = []                # (t, declared bytes, control bytes)
+        while time.time() < go:
+            time.sleep(0.001)
+        started = time.monotonic()
+        next_memory = started
+        with driver:
+            while any(producer.is_alive() for producer in producers):
+                appended = list(counters)
+                pipe = conn.pipeline(transaction=False)
+                for key in keys:
+                    pipe.xlen(key)
+                samples.append((time.monotonic() - started, appended, pipe.execute()))
+                if time.monotonic() >= next_memory:
+                    declared = sum(conn.memory_usage(key, samples=0) or 0 for key in keys[:-1])
+                    memory.append((time.monotonic() - started, declared, conn.memory_usage(CONTROL) or 0))
+                    next_memory += MEMORY_EVERY
+                time.sleep(SAMPLE_EVERY)
+            for producer in producers:
+                producer.join()
+        beats = driver.beats
+        at_end = [conn.xlen(key) for key in keys]
+        driver.sweep()   # one more beat once the producers have stopped: back to the window
+        final = [conn.xlen(key) for key in keys]
+        appended = list(counters)
+        driver.conn.close()
+        conn.close()
+
+    rows = []
+    for slot, key in enumerate(keys[:-1]):
+        peak = max(lengths[slot] for _, _, lengths in samples)
+        mean_rate = appended[slot] / args.duration
+        busiest = busiest_tick(samples, slot, args.tick)
+        bound = args.window + busiest + node
+        bound_mean = args.window + mean_rate * args.tick + node
+        rows.append((key, appended[slot], mean_rate, busiest, peak, at_end[slot], final[slot], bound, bound_mean))
+    worst = max(rows, key=lambda row: row[4] / row[7])
+    peak_over_bound = worst[4] / worst[7]
+    peak_over_mean_bound = max(row[4] / row[8] for row in rows)
+    longest = max(row[4] for row in rows)
+
+    # Flat once full: the declared streams' memory in the last third against the middle third.
+    def third(lo: float, hi: float) -> int:
+        return max(declared for t, declared, _ in memory if lo * args.duration <= t < hi * args.duration)
+    growth = third(2 / 3, 1.01) / third(1 / 3, 2 / 3)
+    control_growth = memory[-1][2] / max(1, [c for t, _, c in memory if t >= args.duration / 3][0])
+
+    print(f"{args.producers} producers, {args.streams} streams under MAXLEN ~ {args.window:,}, tick {args.tick}s, "
+          f"{args.duration:.0f}s, {beats} beats, node {node} entries")
+    print(f"{'t':>5} {'declared MB (max)':>18} {'control MB':>11} {'control length':>15}")
+    window = max(1.0, args.duration / 12)
+    edge = 0.0
+    while edge < args.duration:
+        part = [m for m in memory if edge <= m[0] < edge + window]
+        if part:
+            length = next((lengths[-1] for t, _, lengths in samples if t >= part[-1][0]), final[-1])
+            print(f"{edge + window:>4.0f}s {max(d for _, d, _ in part) / 2**20:>18.2f} "
+                  f"{part[-1][2] / 2**20:>11.2f} {length:>15,}")
+        edge += window
+    print(f"{'stream':<28} {'appended':>10} {'mean/s':>8} {'busiest tick':>12} {'peak':>8} {'bound':>8} "
+          f"{'at end':>7} {'after a last beat':>17}")
+    for key, total, mean_rate, busiest, peak, end, last, bound, _ in rows:
+        print(f"{key:<28} {total:>10,} {mean_rate:>8,.0f} {busiest:>12,} {peak:>8,} {bound:>8,.0f} {end:>7,} {last:>17,}")
+    print(f"peak / (N + busiest tick + node) = {peak_over_bound:.3f}   (with the mean rate: {peak_over_mean_bound:.3f})")
+    print(f"declared memory, max in the last third / max in the middle third = {growth:.3f}; "
+          f"the control's memory grew {control_growth:.2f}x over the last two thirds, to {final[-1]:,} entries "
+          f"({final[-1] / longest:.1f}x the longest declared stream's peak)")
+    print(json.dumps({
+        "bench": "bounded", "peak_over_bound": round(peak_over_bound, 4),
+        "peak_over_bound_mean_rate": round(peak_over_mean_bound, 4),
+        "peak_length": worst[4], "bound": round(worst[7]), "busiest_tick": worst[3], "longest_peak": longest,
+        "mean_rate_per_stream": round(sum(row[2] for row in rows) / len(rows)),
+        "window": args.window, "tick": args.tick, "node": node, "duration": args.duration, "beats": beats,
+        "streams": args.streams, "producers": args.producers,
+        "declared_memory_growth": round(growth, 4), "declared_memory_bytes_last": memory[-1][1],
+        "control_length": final[-1], "control_memory_growth": round(control_growth, 3),
+        "control_over_peak": round(final[-1] / longest, 2),
+    }))
+
+
+if __name__ == "__main__":
+    main()

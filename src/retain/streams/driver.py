@@ -1,0 +1,472 @@
+"""The retention driver: a declared policy re-applied on its own beat.
+
+Bounded memory is a safety property; a consumer being up is a liveness fact.
+The driver keeps them apart: it trims the declared streams on a beat of its
+own, so a stream nobody reads is bounded all the same. It never reads or
+touches consumer groups; it only sends XTRIM (and XLEN when asked to measure).
+
+One beat is one :meth:`~RetentionDriver.sweep`:
+
+1. ``now = clock()``; ``calls = decide(policy, now)`` — pure (:mod:`retain.streams.policy`);
+2. every call goes into one pipeline: one round trip on a standalone server
+   (a standalone ``redis.Redis`` gets one write of the packed commands on a
+   pooled connection; see :func:`_send_direct`). On a
+   :class:`redis.cluster.RedisCluster`, redis-py's ``ClusterPipeline`` groups the
+   commands by the node owning each key's slot and writes one pipeline per node
+   before reading any answer (redis-py 5 to 8, sync and asyncio alike); that is
+   the per-node grouping this module relies on rather than re-implements. It also
+   follows MOVED/ASK by re-sending those commands one at a time;
+3. each answer is read back separately: a WRONGTYPE on one key is that stream's
+   failure, logged and counted in the :class:`SweepReport`, and the others proceed.
+   When the whole pipeline fails (the connection dropped), every stream of the
+   beat reports :class:`~retain.errors.ServerUnavailable`. A sweep never raises
+   for a stream's failure; the next beat re-applies the idempotent window.
+
+(An archived entry will take another path in step 3 — fold, then trim with
+MINID just past the new watermark — and join the same pipeline as a plain
+:class:`~retain.streams.policy.TrimCall`; nothing here needs to change for it.)
+
+Runners, opt-in and owner-started (importing retain starts nothing):
+
+- :class:`RetentionDriver` for synchronous code: ``with driver:`` or
+  ``start()``/``stop()`` beat on a daemon thread; ``run()`` beats in the caller's
+  thread until ``stop()``;
+- :class:`AsyncRetentionDriver` for asyncio: ``async with driver:``,
+  ``await driver.run()``, ``await start()``/``await stop()``.
+
+A beat starts every ``tick`` seconds (right after the previous one if that ran
+longer). A sweep that raises never kills the beat: it is logged and the beat
+goes on. After a beat that lost the connection (or raised), the wait doubles
+from ``tick`` up to ``max_backoff``; the first healthy beat resets it. Keep the
+client's own retries low (the daemon uses one): the driver's backoff is the
+retry policy.
+
+Example:
+    >>> driver = RetentionDriver(redis.Redis(), [(StreamRef("codemojex", "activity"), MaxLen(10_000))])
+    >>> with driver:          # beats every second on a thread until the block ends
+    ...     serve_the_game()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from types import MappingProxyType
+from typing import Any
+
+import redis.exceptions
+
+from retain._redis import map_error
+from retain.errors import InvalidPolicy, RetainError, ServerUnavailable
+from retain.streams.policy import Policy, PolicyEntry, TrimCall, decide
+
+__all__ = ["AsyncRetentionDriver", "RetentionDriver", "SweepReport", "beat_delay", "utc_now"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TICK = 1.0
+DEFAULT_MAX_BACKOFF = 30.0
+#: at most this many failing streams are logged one by one per beat; the rest are counted
+LOGGED_FAILURES = 10
+
+_PIPELINE_ERRORS = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
+
+
+def utc_now() -> datetime:
+    """The real clock, the default ``clock=`` of a driver: the current time in UTC."""
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What one beat did.
+
+    ``removed_by`` has an entry for every trim the server applied, ``failures``
+    for every one it did not; together they cover every stream of the policy.
+    """
+
+    #: the clock instant the beat was decided at
+    at: datetime
+    #: entries removed in all
+    removed: int
+    #: trims the server applied (a failed trim is not counted)
+    calls: int
+    #: stream key -> entries removed
+    removed_by: Mapping[str, int]
+    #: stream key -> the error its trim met
+    failures: Mapping[str, RetainError]
+    #: stream key -> length right after its trim; empty unless the driver measures
+    lengths: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    #: seconds from sending the pipeline to reading its last answer
+    elapsed: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when every trim of the beat was applied."""
+        return not self.failures
+
+    @property
+    def lost_connection(self) -> bool:
+        """True when some trim failed because the server could not be reached."""
+        return any(isinstance(error, ServerUnavailable) for error in self.failures.values())
+
+    def summary(self) -> str:
+        """One line for a log: ``beat at <instant>: removed 120 entries in 3 trims, 1 failed, 1.2 ms``."""
+        failed = f", {len(self.failures)} failed" if self.failures else ""
+        removed, calls = _count(self.removed, "entry", "entries"), _count(self.calls, "trim", "trims")
+        return (f"beat at {self.at.isoformat(timespec='milliseconds')}: removed {removed} in {calls}{failed}, "
+                f"{self.elapsed * 1e3:.1f} ms")
+
+
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"
+
+
+def beat_delay(tick: float, troubled: int, max_backoff: float) -> float:
+    """Seconds from one beat's start to the next after ``troubled`` bad beats in a row.
+
+    ``tick`` when all is well; after a lost connection or a raising sweep it
+    doubles per bad beat, up to ``max_backoff`` (never below ``tick``).
+    """
+    if troubled <= 0:
+        return tick
+    return min(tick * 2.0 ** min(troubled, 64), max(max_backoff, tick))
+
+
+class _Driver:
+    """What both twins share: the policy, the clock, the decision, reading answers, the beat's bookkeeping."""
+
+    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, tick: float = DEFAULT_TICK,
+                 clock: Callable[[], datetime] = utc_now, max_backoff: float = DEFAULT_MAX_BACKOFF,
+                 measure_lengths: bool = False,
+                 on_report: Callable[[SweepReport], None] | None = None) -> None:
+        self.conn = conn
+        self.policy = Policy.of(policy)
+        self.tick = _positive("tick", tick)
+        self.max_backoff = _positive("max_backoff", max_backoff)
+        if not callable(clock):
+            raise InvalidPolicy(f"clock must be a callable returning an aware datetime (got {clock!r})")
+        self.clock = clock
+        self.measure_lengths = bool(measure_lengths)
+        self.on_report = on_report
+        self._troubled = 0
+        #: beats the runners have completed (a raising beat counts)
+        self.beats = 0
+        #: seconds from one beat's start to the next, as the runner now waits: ``tick``, or longer while in trouble
+        self.delay = self.tick
+
+    def _plan(self) -> tuple[datetime, tuple[TrimCall, ...]]:
+        now = self.clock()
+        return now, decide(self.policy, now)
+
+    def _commands(self, calls: Sequence[TrimCall]) -> list[tuple[str, ...]]:
+        if not self.measure_lengths:
+            return [call.command for call in calls]
+        return [command for call in calls for command in (call.command, ("XLEN", call.key))]
+
+    @property
+    def _step(self) -> int:
+        """Commands a stream sends per beat: XTRIM, and XLEN when measuring."""
+        return 2 if self.measure_lengths else 1
+
+    def _fixed(self, calls: Sequence[TrimCall]) -> list[bool]:
+        """Per command of :meth:`_commands`: True when it is the same every beat (not an age window)."""
+        fixed = [call.window is call.entry.window for call in calls]
+        return [flag for one in fixed for flag in (one, True)] if self.measure_lengths else fixed
+
+    def _report(self, now: datetime, calls: Sequence[TrimCall], answers: Sequence[Any] | BaseException,
+                elapsed: float) -> SweepReport:
+        """Read each stream's answer on its own; a whole-pipeline error fails every stream."""
+        removed_by: dict[str, int] = {}
+        failures: dict[str, RetainError] = {}
+        lengths: dict[str, int] = {}
+        step = self._step
+        if isinstance(answers, BaseException):
+            answers = [answers] * (len(calls) * step)
+        for index, call in enumerate(calls):
+            answer = answers[index * step]
+            if isinstance(answer, BaseException):
+                failures[call.key] = _as_retain_error(answer, call.key)
+                continue
+            removed_by[call.key] = int(answer)
+            if self.measure_lengths and not isinstance(answers[index * step + 1], BaseException):
+                lengths[call.key] = int(answers[index * step + 1])
+        report = SweepReport(at=now, removed=sum(removed_by.values()), calls=len(removed_by),
+                             removed_by=MappingProxyType(removed_by), failures=MappingProxyType(failures),
+                             lengths=MappingProxyType(lengths), elapsed=elapsed)
+        _log_failures(report)
+        return report
+
+    def _after_beat(self, report: SweepReport | None) -> float:
+        """Count the beat, call ``on_report``, and return the delay until the next beat starts."""
+        self.beats += 1
+        self._troubled = self._troubled + 1 if report is None or report.lost_connection else 0
+        if report is not None and self.on_report is not None:
+            try:
+                self.on_report(report)
+            except Exception:
+                log.exception("on_report raised; the beat goes on")
+        self.delay = beat_delay(self.tick, self._troubled, self.max_backoff)
+        return self.delay
+
+
+def _positive(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InvalidPolicy(f"{name} must be a positive number of seconds (got {value!r})")
+    return float(value)
+
+
+def _as_retain_error(error: BaseException, key: str) -> RetainError:
+    if isinstance(error, RetainError):
+        return error
+    mapped = map_error(error, key)  # type: ignore[arg-type]
+    mapped.__cause__ = error
+    return mapped
+
+
+def _log_failures(report: SweepReport) -> None:
+    for number, (key, error) in enumerate(report.failures.items()):
+        if number == LOGGED_FAILURES:
+            log.warning("... and %d more streams failed in this beat", len(report.failures) - LOGGED_FAILURES)
+            break
+        log.warning("trim of %s failed: %s", key, error)
+
+
+class RetentionDriver(_Driver):
+    """Re-applies a policy on its own beat, for a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
+
+    Arguments:
+        conn: the client to send trims on; the caller owns and closes it.
+        policy: a :class:`~retain.streams.policy.Policy`, or a list of ``(stream, window)``
+            pairs and :class:`~retain.streams.policy.StreamPolicy` entries.
+        tick: seconds between the starts of two beats.
+        clock: returns the current time as an aware datetime; age windows resolve against it.
+        max_backoff: the longest wait between beats while the server is unreachable.
+        measure_lengths: also read each stream's length after its trim (same round trip).
+        on_report: called by the runners with each beat's :class:`SweepReport`.
+
+    Raises:
+        InvalidPolicy: a malformed policy, tick, backoff or clock, before any I/O.
+    """
+
+    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], **options: Any) -> None:
+        super().__init__(conn, policy, **options)
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        # The wire form of every command that is the same each beat, packed once for this client.
+        self._packed: dict[tuple[str, ...], bytes] = {}
+        self._packed_for: Any = None
+
+    def sweep(self) -> SweepReport:
+        """Apply one beat at the clock's instant, in one pipeline; never raises for a stream's failure.
+
+        Raises:
+            InvalidWindow: the clock returned a naive datetime (a bug in the caller's clock).
+        """
+        now, calls = self._plan()
+        if not calls:
+            return self._report(now, calls, [], 0.0)
+        started = time.monotonic()
+        try:
+            if isinstance(self.conn, redis.Redis):
+                answers: list[Any] | BaseException = _send_direct(self.conn, len(calls) * self._step,
+                                                                  self._packer(calls))
+            else:
+                answers = _send_pipeline(self.conn, self._commands(calls))
+        except _PIPELINE_ERRORS as exc:
+            answers = exc
+        return self._report(now, calls, answers, time.monotonic() - started)
+
+    def _packer(self, calls: Sequence[TrimCall]) -> Callable[[Any], bytes]:
+        """Packs a beat's commands on a connection, reusing the bytes of those that never change.
+
+        Packing is most of a beat's client time, and a length or fixed-instant
+        window sends the same bytes every beat: those are packed once per client.
+        An age window's command changes every beat and is packed afresh, never kept.
+        """
+        if self._packed_for is not self.conn:
+            self._packed, self._packed_for = {}, self.conn
+        cache, commands, fixed = self._packed, self._commands(calls), self._fixed(calls)
+
+        def pack(connection: Any) -> bytes:
+            parts = []
+            for command, same in zip(commands, fixed):
+                packed = cache.get(command)
+                if packed is None:
+                    packed = b"".join(connection.pack_command(*command))
+                    if same:
+                        cache[command] = packed
+                parts.append(packed)
+            return b"".join(parts)
+
+        return pack
+
+    def run(self) -> None:
+        """Beat in this thread until :meth:`stop` is called; a beat in progress is finished first."""
+        self._stopping.clear()
+        self._beat()
+
+    def _beat(self) -> None:
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            try:
+                report: SweepReport | None = self.sweep()
+            except Exception:
+                log.exception("a beat raised; the beat goes on")
+                report = None
+            delay = self._after_beat(report)
+            self._stopping.wait(max(0.0, delay - (time.monotonic() - started)))
+
+    def start(self) -> RetentionDriver:
+        """Beat on a daemon thread until :meth:`stop`; calling it while running is refused."""
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError("the retention driver is already running")
+        # Cleared here, not in the thread: a stop() right after start() must not be lost.
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._beat, name="retain-retention-driver", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Ask the beat to end after the beat in progress; wait for the thread :meth:`start` made."""
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+            if not thread.is_alive():
+                self._thread = None
+
+    @property
+    def running(self) -> bool:
+        """True while the thread started by :meth:`start` is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> RetentionDriver:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _send_pipeline(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
+    """Through redis-py's pipeline: one per node on a cluster (see the module docstring)."""
+    pipe = conn.pipeline(transaction=False)
+    try:
+        for command in commands:
+            pipe.execute_command(*command)
+        return pipe.execute(raise_on_error=False)
+    finally:
+        pipe.reset()
+
+
+def _send_direct(conn: redis.Redis, count: int, pack: Callable[[Any], bytes]) -> list[Any]:
+    """One write of ``count`` commands, then one read per command, on a pooled connection of a standalone client.
+
+    What ``Pipeline.execute`` does, less its per-command bookkeeping: the beat is
+    the driver's hot path. ``pack(connection)`` gives the commands' wire form
+    (redis-py's own packer); redis-py's connection parses the answers.
+    An answer lost to a dropped connection is that stream's failure; the answers
+    already read stand.
+    """
+    pool = conn.connection_pool
+    connection = pool.get_connection()
+    answers: list[Any] = []
+    try:
+        connection.send_packed_command([pack(connection)])
+        for _ in range(count):
+            try:
+                answers.append(connection.read_response())
+            except redis.exceptions.ResponseError as exc:
+                answers.append(exc)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        # The socket may hold unread answers: never hand it back as it is.
+        connection.disconnect()
+        answers += [exc] * (count - len(answers))
+    except BaseException:
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+    return answers
+
+
+class AsyncRetentionDriver(_Driver):
+    """The asyncio twin of :class:`RetentionDriver`, for ``redis.asyncio`` clients (standalone or cluster).
+
+    Takes the same arguments; ``sweep``, ``run``, ``start`` and ``stop`` are coroutines.
+    """
+
+    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], **options: Any) -> None:
+        super().__init__(conn, policy, **options)
+        # Made by run() or start(), inside the event loop that will wait on it.
+        self._stopping: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def sweep(self) -> SweepReport:
+        """Apply one beat at the clock's instant, in one pipeline; never raises for a stream's failure."""
+        now, calls = self._plan()
+        if not calls:
+            return self._report(now, calls, [], 0.0)
+        started = time.monotonic()
+        pipe = self.conn.pipeline(transaction=False)
+        try:
+            for command in self._commands(calls):
+                pipe.execute_command(*command)
+            answers: list[Any] | BaseException = await pipe.execute(raise_on_error=False)
+        except _PIPELINE_ERRORS as exc:
+            answers = exc
+        finally:
+            await pipe.reset()
+        return self._report(now, calls, answers, time.monotonic() - started)
+
+    async def run(self) -> None:
+        """Beat in this task until :meth:`stop` is called; a beat in progress is finished first."""
+        self._stopping = asyncio.Event()
+        await self._beat(self._stopping)
+
+    async def _beat(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            started = time.monotonic()
+            try:
+                report: SweepReport | None = await self.sweep()
+            except Exception:
+                log.exception("a beat raised; the beat goes on")
+                report = None
+            delay = self._after_beat(report)
+            try:
+                await asyncio.wait_for(stopping.wait(), max(0.0, delay - (time.monotonic() - started)))
+            except TimeoutError:
+                pass
+
+    async def start(self) -> AsyncRetentionDriver:
+        """Beat in a background task until :meth:`stop`; calling it while running is refused."""
+        if self._task is not None and not self._task.done():
+            raise RuntimeError("the retention driver is already running")
+        self._stopping = asyncio.Event()
+        self._task = asyncio.create_task(self._beat(self._stopping), name="retain-retention-driver")
+        return self
+
+    async def stop(self) -> None:
+        """Ask the beat to end after the beat in progress; wait for the task :meth:`start` made."""
+        if self._stopping is not None:
+            self._stopping.set()
+        task, self._task = self._task, None
+        if task is not None and task is not asyncio.current_task():
+            await task
+
+    @property
+    def running(self) -> bool:
+        """True while the task started by :meth:`start` is alive."""
+        return self._task is not None and not self._task.done()
+
+    async def __aenter__(self) -> AsyncRetentionDriver:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

@@ -1,0 +1,72 @@
+"""Prometheus metrics for the retention driver, fed one :class:`SweepReport` at a time.
+
+| metric | type | labels |
+|---|---|---|
+| ``retain_stream_removed_total`` | counter | ``stream`` |
+| ``retain_stream_trim_failures_total`` | counter | ``stream``, ``error`` (class name) |
+| ``retain_stream_length`` | gauge (after the last trim; needs ``measure_lengths``) | ``stream`` |
+| ``retain_beat_duration_seconds`` | histogram | |
+| ``retain_beats_total`` | counter | |
+| ``retain_last_beat_timestamp_seconds`` | gauge (the beat's clock instant) | |
+
+Each :class:`DriverMetrics` has a registry of its own, so two drivers (or two
+tests) in one process never collide on the global one.
+
+Example:
+    >>> metrics = DriverMetrics()
+    >>> driver = RetentionDriver(conn, policy, measure_lengths=True, on_report=metrics.observe)
+    >>> server = metrics.serve(9464)   # GET http://127.0.0.1:9464/metrics
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+
+from retain.streams.driver import SweepReport
+
+__all__ = ["DriverMetrics"]
+
+#: beats are usually milliseconds; the top buckets catch a slow or failing server
+BEAT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class DriverMetrics:
+    """The driver's metrics in a registry of their own; :meth:`observe` is an ``on_report`` hook."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.removed = Counter("retain_stream_removed", "Entries the retention driver removed from a stream.",
+                               ["stream"], registry=self.registry)
+        self.failures = Counter("retain_stream_trim_failures", "Trims of a stream that failed, by error.",
+                                ["stream", "error"], registry=self.registry)
+        self.length = Gauge("retain_stream_length", "Length of a stream right after its last trim.",
+                            ["stream"], registry=self.registry)
+        self.duration = Histogram("retain_beat_duration_seconds",
+                                  "Time from sending a beat's trims to the last answer.",
+                                  buckets=BEAT_BUCKETS, registry=self.registry)
+        self.beats = Counter("retain_beats", "Beats the retention driver completed.", registry=self.registry)
+        self.last_beat = Gauge("retain_last_beat_timestamp_seconds", "Clock instant of the last completed beat.",
+                               registry=self.registry)
+
+    def observe(self, report: SweepReport) -> None:
+        """Add one beat's report to the metrics."""
+        for key, removed in report.removed_by.items():
+            self.removed.labels(key).inc(removed)
+        for key, error in report.failures.items():
+            self.failures.labels(key, type(error).__name__).inc()
+        for key, length in report.lengths.items():
+            self.length.labels(key).set(length)
+        self.duration.observe(report.elapsed)
+        self.beats.inc()
+        self.last_beat.set(report.at.timestamp())
+
+    def exposition(self) -> bytes:
+        """The metrics in the Prometheus text format, as ``/metrics`` serves them."""
+        return generate_latest(self.registry)
+
+    def serve(self, port: int, addr: str = "127.0.0.1") -> Any:
+        """Serve ``/metrics`` over HTTP on a daemon thread; returns the server (``.shutdown()`` stops it)."""
+        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        return server

@@ -1,0 +1,240 @@
+"""The TOML policy file the retention daemon runs: where Redis is, the beat, one table per stream.
+
+    url = "redis://127.0.0.1:6379/0"   # optional; --url overrides it
+    cluster = false                     # optional; true for a Redis Cluster
+    tick = 1.0                          # optional; seconds, or a duration such as "5s"
+    prefix = "emq"                      # optional; the key prefix for queue/name streams
+
+    [[stream]]
+    queue = "codemojex"
+    name = "activity"
+    maxlen = 10000                      # exactly one of maxlen, max_age, min_id
+    approx = true                       # optional; false trims exactly (=)
+
+    [[stream]]
+    key = "legacy:feed"                 # a raw key instead of queue + name
+    max_age = "7d"
+
+Every field is checked before anything connects; a bad file is refused with
+:class:`~retain.errors.InvalidPolicy` naming the file, the ``[[stream]]`` entry
+(numbered from 1) and the field. Unknown fields are refused too: a typo such
+as ``max_len`` is an error, not a stream left unbounded. ``docs/policy.md``
+describes every field.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+import urllib.parse
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from retain import durations
+from retain.errors import InvalidInput, InvalidPolicy
+from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
+from retain.streams.policy import ARCHIVE_NOT_YET, Policy, StreamPolicy
+from retain.windows import MaxAge, MaxLen, MinId, Window
+
+__all__ = ["DEFAULT_TICK", "PolicyFile", "load_policy", "parse_policy"]
+
+DEFAULT_TICK = 1.0
+URL_SCHEMES = ("redis", "rediss", "unix")
+TOP_FIELDS = ("url", "cluster", "tick", "prefix", "stream")
+STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "approx", "archive")
+WINDOW_FIELDS = ("maxlen", "max_age", "min_id")
+
+
+@dataclass(frozen=True)
+class PolicyFile:
+    """A policy file, read and checked: the policy and how to run it."""
+
+    #: where it was read from, for messages: a path or ``<string>``
+    source: str
+    policy: Policy
+    tick: float = DEFAULT_TICK
+    url: str | None = None
+    cluster: bool = False
+
+
+def load_policy(path: str | Path) -> PolicyFile:
+    """Read and check the policy file at ``path``.
+
+    Raises:
+        InvalidPolicy: the file cannot be read, is not TOML, or a field is wrong;
+            the message names the file, the entry and the field.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidPolicy(f"{path}: cannot read the policy file: {exc}") from exc
+    return parse_policy(text, source=str(path))
+
+
+def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
+    """Check the TOML ``text`` of a policy file; ``source`` names it in messages.
+
+    Example:
+        >>> parse_policy('[[stream]]\\nqueue = "q"\\nname = "s"\\nmaxlen = 100').policy.entries[0].window
+        MaxLen(count=100, approx=True)
+    """
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidPolicy(f"{source}: not valid TOML: {exc}") from exc
+    where = _Where(source)
+    _refuse_unknown(document, TOP_FIELDS, where)
+    prefix = _string(document, "prefix", where, default=DEFAULT_PREFIX)
+    _checked(lambda: _PROBES["prefix"](prefix), where, "prefix")
+    tables = document.get("stream")
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise InvalidPolicy(f"{source}: declares no streams: add one [[stream]] table per stream "
+                            "(queue and name, or key; and one of maxlen, max_age, min_id)")
+    entries: list[StreamPolicy] = []
+    seen: dict[str, int] = {}
+    for number, table in enumerate(tables, start=1):
+        entry = _stream_entry(table, prefix, where.entry(number, table))
+        if entry.key in seen:
+            raise InvalidPolicy(f"{where.entry(number, table)}: repeats the stream of [[stream]] #{seen[entry.key]}: "
+                                "one window per stream")
+        seen[entry.key] = number
+        entries.append(entry)
+    return PolicyFile(source=source, policy=Policy(entries), tick=_tick(document, where),
+                      url=_url(document, where), cluster=_bool(document, "cluster", where, default=False))
+
+
+class _Where:
+    """Where in the file a check is: renders the start of every message."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def entry(self, number: int, table: dict[str, Any]) -> _Where:
+        if "key" in table:
+            label = f"key {table['key']!r}"
+        else:
+            label = ", ".join(f"{name} {table[name]!r}" for name in ("queue", "name") if name in table) or "unnamed"
+        return _Where(f"{self.text}: [[stream]] #{number} ({label})")
+
+    def field(self, name: str) -> str:
+        return f"{self.text}: field {name!r}"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _refuse_unknown(table: dict[str, Any], known: tuple[str, ...], where: _Where) -> None:
+    unknown = [name for name in table if name not in known]
+    if unknown:
+        raise InvalidPolicy(f"{where}: unknown field {unknown[0]!r}: expected one of {', '.join(known)}")
+
+
+def _string(table: dict[str, Any], name: str, where: _Where, *, default: str | None = None) -> Any:
+    value = table.get(name, default)
+    if value is not None and not isinstance(value, str):
+        raise InvalidPolicy(f"{where.field(name)}: must be a string (got {value!r})")
+    return value
+
+
+def _bool(table: dict[str, Any], name: str, where: _Where, *, default: bool) -> bool:
+    value = table.get(name, default)
+    if not isinstance(value, bool):
+        raise InvalidPolicy(f"{where.field(name)}: must be true or false (got {value!r})")
+    return value
+
+
+def _tick(document: dict[str, Any], where: _Where) -> float:
+    value = document.get("tick", DEFAULT_TICK)
+    if isinstance(value, str):
+        try:
+            return durations.parse(value).total_seconds()
+        except InvalidInput as exc:
+            raise InvalidPolicy(f"{where.field('tick')}: {exc}") from exc
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InvalidPolicy(f"{where.field('tick')}: must be a positive number of seconds such as 1.0, "
+                            f"or a duration such as '5s' (got {value!r})")
+    return float(value)
+
+
+def _url(document: dict[str, Any], where: _Where) -> str | None:
+    url = _string(document, "url", where)
+    if url is not None and urllib.parse.urlsplit(url).scheme not in URL_SCHEMES:
+        raise InvalidPolicy(f"{where.field('url')}: must start with redis://, rediss:// or unix:// (got {url!r})")
+    return url
+
+
+def _stream_entry(table: dict[str, Any], prefix: str, where: _Where) -> StreamPolicy:
+    _refuse_unknown(table, STREAM_FIELDS, where)
+    stream = _stream(table, prefix, where)
+    window = _window(table, where)
+    if _bool(table, "archive", where, default=False):
+        raise InvalidPolicy(f"{where.field('archive')}: {ARCHIVE_NOT_YET}")
+    return StreamPolicy(stream, window)
+
+
+def _stream(table: dict[str, Any], prefix: str, where: _Where) -> StreamRef | RawKey:
+    if "key" in table:
+        extra = [name for name in ("queue", "name", "prefix") if name in table]
+        if extra:
+            raise InvalidPolicy(f"{where.field(extra[0])}: give key, or queue and name, but not both")
+        return _checked(lambda: RawKey(table["key"]), where, "key")
+    for name in ("queue", "name"):
+        if name not in table:
+            raise InvalidPolicy(f"{where.field(name)}: missing: give queue and name, or key")
+    values = {"queue": table["queue"], "name": table["name"],
+              "prefix": _string(table, "prefix", where, default=prefix)}
+    # StreamRef checks all three parts at once; probe each alone to name the field that is wrong.
+    for field, probe in _PROBES.items():
+        _checked(lambda: probe(values[field]), where, field)
+    return StreamRef(values["queue"], values["name"], values["prefix"])
+
+
+_PROBES = {
+    "queue": lambda queue: stream_key(queue, "n"),
+    "name": lambda name: stream_key("q", name),
+    "prefix": lambda prefix: stream_key("q", "n", prefix),
+}
+
+
+def _window(table: dict[str, Any], where: _Where) -> Window:
+    given = [name for name in WINDOW_FIELDS if name in table]
+    if len(given) != 1:
+        found = f"got {', '.join(given)}" if given else "got none"
+        raise InvalidPolicy(f"{where}: give exactly one of maxlen, max_age, min_id ({found})")
+    name = given[0]
+    value = table[name]
+    approx = _bool(table, "approx", where, default=True)
+    if name == "maxlen":
+        return _checked(lambda: MaxLen(value, approx), where, name)
+    if name == "max_age":
+        if not isinstance(value, str):
+            raise InvalidPolicy(f"{where.field(name)}: must be a duration string such as '7d' (got {value!r})")
+        return _checked(lambda: MaxAge(value, approx), where, name)
+    return _checked(lambda: MinId(_instant(value, where), approx), where, name)
+
+
+def _instant(value: object, where: _Where) -> datetime:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidPolicy(f"{where.field('min_id')}: {value!r} is not a time "
+                                "such as 2026-09-12T08:00:00Z") from None
+    if not isinstance(value, datetime):
+        kind = "a date without a time" if isinstance(value, date) else repr(value)
+        raise InvalidPolicy(f"{where.field('min_id')}: must be a time with an offset such as "
+                            f"2026-09-12T08:00:00Z (got {kind})")
+    if value.tzinfo is None:
+        raise InvalidPolicy(f"{where.field('min_id')}: {value.isoformat()} has no offset: add Z or one such as +02:00")
+    return value
+
+
+def _checked(build: Any, where: _Where, name: str) -> Any:
+    try:
+        return build()
+    except InvalidPolicy:
+        raise  # already says where
+    except InvalidInput as exc:
+        raise InvalidPolicy(f"{where.field(name)}: {exc}") from exc
