@@ -22,5 +22,6 @@ def run(console: Console) -> None:
     """Start an embedded Redis and play every act against it."""
     with RedisServer() as server:
         console.print(f"[bold]retain demo[/] · embedded redis-server at {server.url}")
-        for act in ACTS:
+        for number, act in enumerate(ACTS, start=1):
+            console.rule(f"Act {number}")
             act(server, console)

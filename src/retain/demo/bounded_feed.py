@@ -1,4 +1,4 @@
-"""Act 2: producers keep filling a feed nobody reads, and the driver keeps it bounded on its own beat."""
+"""Producers keep filling a feed nobody reads, and the driver keeps it bounded on its own beat."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def bounded_feed(server: RedisServer, console: Console) -> None:
                 appended[0] += BATCH
                 done.wait(PAUSE)
 
-    table = Table(title=f"Act 2 · the driver bounds a feed nobody reads (MAXLEN ~ {WINDOW}, a beat every {TICK}s)")
+    table = Table(title=f"the driver bounds a feed nobody reads (MAXLEN ~ {WINDOW}, a beat every {TICK}s)")
     for column in ("t", "appended", "length now", "beats", "removed"):
         table.add_column(column, justify="right")
     with server.client() as conn:

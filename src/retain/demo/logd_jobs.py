@@ -1,4 +1,4 @@
-"""Act 2: a logd of its own (a temp SQLite file, a Unix socket), a few hundred jobs and events written to it."""
+"""A logd of its own (a temp SQLite file, a Unix socket), a few hundred jobs and events written to it."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def logd_jobs(server: RedisServer | None, console: Console) -> None:
             jobs = writer.list("jobs.*")
             events = writer.list("events(*)")
             deltas = [watcher.next_delta() for _ in range(JOBS // BATCH + 1)]
-            table = Table(title="Act 2 · logd: every write is a commit")
+            table = Table(title="logd: every write is a commit")
             table.add_column("what")
             table.add_column("answer")
             counts = {status: sum(job["status"] == status for job in jobs.items.values()) for status in STATUSES}

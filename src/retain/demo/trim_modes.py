@@ -1,4 +1,4 @@
-"""Act 1: one feed, four copies, trimmed by length and by age, approximate and exact."""
+"""One feed, four copies, trimmed by length and by age, approximate and exact."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def trim_modes(server: RedisServer, console: Console) -> None:
         node = conn.config_get("stream-node-max-entries")["stream-node-max-entries"]
 
         console.print(f"queue codemojex: {EVENTS} guess events over two hours, four copies; now = {now:%H:%M:%S}Z")
-        table = Table(title="Act 1 · one XTRIM per stream",
+        table = Table(title="one XTRIM per stream",
                       caption=f"~ removes whole macro-nodes (stream-node-max-entries {node}) and may keep "
                               "a few extra; = cuts exactly at the edge. Neither reaches inside the window.")
         for column in ("stream", "window", "before", "after", "removed", "oldest kept"):

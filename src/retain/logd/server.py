@@ -187,6 +187,9 @@ class LogdServer:
                     await answers.put(loop.run_in_executor(self.writer, self._apply, context, document))
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            # aclose() cancels open connections to end them: a normal close, not an error to log.
+            pass
         finally:
             await answers.put(None)
             await responder
