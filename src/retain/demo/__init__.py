@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from retain.demo.archive_feed import archive_feed
 from retain.demo.trim_modes import trim_modes
 from retain.servers import RedisServer
 
 __all__ = ["ACTS", "run"]
 
-ACTS = [trim_modes]
+ACTS = [trim_modes, archive_feed]
 
 
 def run(console: Console) -> None:
