@@ -179,13 +179,15 @@ class SegmentWriter:
         return EncodedSegment(self.first, self.last, self.count, self._sink.getvalue().to_pybytes())
 
 
-def read_entries(source: Any, low: StreamId, high: StreamId, text: Text = None) -> Iterator[list[Entry]]:
+def read_entries(source: Any, low: StreamId, high: StreamId, text: Text = None) -> Iterator[Iterator[Entry]]:
     """The entries of a segment with ids in ``low..high`` (both included), a row group at a time.
 
     ``source`` is anything pyarrow opens (a file-like object, a buffer). Row
     groups wholly outside the range are skipped on their statistics, unread.
-    Each list holds ``(id, fields)`` shaped as redis-py returns XRANGE entries:
-    bytes, or str decoded as ``text = (encoding, errors)`` says.
+    Each row group comes as an iterator of ``(id, fields)`` shaped as redis-py
+    returns XRANGE entries: bytes, or str decoded as ``text = (encoding,
+    errors)`` says. The tuples are made as they are taken, so a reader that
+    drops each one holds one row group's values and no more.
     """
     parquet = pq.ParquetFile(source)
     for index in range(parquet.num_row_groups):
@@ -216,12 +218,11 @@ def _within(table: pa.Table, low: StreamId, high: StreamId) -> pa.ChunkedArray:
     return keep
 
 
-def _entries(table: pa.Table, text: Text) -> list[Entry]:
+def _entries(table: pa.Table, text: Text) -> Iterator[Entry]:
     ids = pc.binary_join_element_wise(pc.cast(table.column("ms"), pa.string()),
                                       pc.cast(table.column("seq"), pa.string()), "-")
     fields = table.column("fields").combine_chunks()
-    offsets = fields.offsets.to_pylist()
-    start, end = offsets[0], offsets[-1]
+    start, end = fields.offsets[0].as_py(), fields.offsets[-1].as_py()
     keys = fields.keys.slice(start, end - start)
     values = fields.items.slice(start, end - start)
     if text is None:
@@ -231,15 +232,14 @@ def _entries(table: pa.Table, text: Text) -> list[Entry]:
     else:
         id_list, key_list = ids.to_pylist(), keys.to_pylist()
         value_list = _decoded(values, text)
-    rows = len(id_list)
-    width = (end - start) // rows if rows else 0
-    if width and width * rows == end - start and offsets == list(range(start, end + 1, width)):
-        # Every entry has the same fields count (the usual case): group pairs at C speed.
-        pairs = zip(key_list, value_list)
-        return list(zip(id_list, map(dict, zip(*[pairs] * width))))
-    return [(id_list[row], dict(zip(key_list[offsets[row] - start:offsets[row + 1] - start],
-                                    value_list[offsets[row] - start:offsets[row + 1] - start])))
-            for row in range(rows)]
+    widths = pc.min_max(pc.pairwise_diff(fields.offsets)) if len(id_list) > 1 else None
+    width = (end - start) // len(id_list)
+    if width and (widths is None or widths["min"].as_py() == widths["max"].as_py() == width):
+        # Every entry has the same number of fields (the usual case): pair and group at C speed.
+        return zip(id_list, map(dict, zip(*[zip(key_list, value_list)] * width)))
+    offsets = [offset - start for offset in fields.offsets.to_pylist()]
+    return ((id_list[row], dict(zip(key_list[offsets[row]:offsets[row + 1]], value_list[offsets[row]:offsets[row + 1]])))
+            for row in range(len(id_list)))
 
 
 def _decoded(values: pa.Array, text: tuple[str, str]) -> list[Any]:
