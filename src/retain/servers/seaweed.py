@@ -101,7 +101,7 @@ class SeaweedServer:
     def argv(self) -> list[str]:
         args = [self.binary, "mini", f"-dir={self.directory / 'data'}", f"-ip={self.host}",
                 f"-ip.bind={self.host}", f"-bucket={self.bucket}", "-webdav=false", "-admin.ui=false",
-                "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
+                "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false", "-volume.preStopSeconds=0",
                 f"-s3.config={self.directory / 's3.json'}", f"-s3.localSocket={self.directory / 's3.sock'}",
                 f"-filer.localSocket={self.directory / 'filer.sock'}"]
         for component, port in self.ports.items():
