@@ -41,6 +41,16 @@ class TestArchiveCommands:
         assert [line["id"] for line in lines] == [f"{index}-0" for index in range(1, 251)]
         assert lines[0]["fields"] == {"i": "1", "bin": {"base64": base64.b64encode(b"\xff\x00").decode()}}
 
+    def test_progress_bar_on_a_terminal(self, redis_server, redis_conn, tmp_path):
+        """On a terminal a fold shows its progress; a key's braces are shown, not read as a format."""
+        for index in range(3000):
+            redis_conn.xadd("emq:{game}:stream:long", {"i": str(index)})
+        result = invoke("fold", "game", "long", "--segment-entries", "500", "--archive", str(tmp_path / "a"),
+                        "--url", redis_server.url, env={"TTY_COMPATIBLE": "1"})
+        assert result.exit_code == 0, result.output
+        assert "folding emq:{game}:stream:long" in result.output
+        assert "folded 3000 entries into 6 segments" in result.output
+
     def test_read_range_by_id_and_time(self, redis_server, redis_conn, tmp_path):
         """--since and --until take ids, <ms> and RFC 3339 times, both included."""
         url = str(tmp_path / "archive")

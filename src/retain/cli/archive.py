@@ -103,11 +103,12 @@ def fold_command(queue: str | None, name: str | None, raw_key: str | None, prefi
     boundary = _bound(upto, "--upto")
     store = _open(archive_url, s3_endpoint, s3_region)
     console = Console(stderr=True)
-    columns = (SpinnerColumn(), TextColumn(f"folding {stream.key}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("entries"), TimeElapsedColumn())
+    # The key goes in as the task's description: it holds braces that a format string would read.
+    columns = (SpinnerColumn(), TextColumn("folding {task.description}", markup=False), BarColumn(),
+               MofNCompleteColumn(), TextColumn("entries"), TimeElapsedColumn())
     with connect(url) as conn, Progress(*columns, console=console, transient=True,
                                         disable=not console.is_terminal) as progress:
-        task = progress.add_task("fold", total=None)
+        task = progress.add_task(stream.key, total=None)
 
         def advance(step: FoldProgress) -> None:
             progress.update(task, completed=step.entries + step.pending)
