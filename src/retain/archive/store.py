@@ -26,7 +26,7 @@ import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import obstore
 from obstore.store import LocalStore, MemoryStore, S3Store
@@ -111,8 +111,9 @@ class Archive:
         if scheme == "file":
             if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
                 raise InvalidArchive(f"a file URL needs an absolute path, as in file:///var/lib/retain (got {url!r})")
-            with translate_errors(f"opening the archive directory {parts.path!r}"):
-                return LocalStore(parts.path, mkdir=True)
+            path = unquote(parts.path)
+            with translate_errors(f"opening the archive directory {path!r}"):
+                return LocalStore(path, mkdir=True)
         if scheme == "memory":
             return MemoryStore()
         if scheme in ("s3", "s3a"):

@@ -1,4 +1,8 @@
-"""``retain archive``: fold a stream into the archive, read archive and live as one, list what is kept."""
+"""``retain archive``: fold a stream into the archive, read archive and live as one, list what is kept.
+
+The archive's library (pyarrow, obstore) is imported by the commands that use
+it, so that every other ``retain`` command starts without it.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,19 @@ import base64
 import json
 import re
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from retain.archive import Archive, FoldProgress, fold, read
 from retain.cli._common import connect, parse_instant, redis_url_option
 from retain.streams import RawKey, Stream, StreamRef
 from retain.streams.keys import DEFAULT_PREFIX
+
+if TYPE_CHECKING:
+    from retain.archive import Archive, FoldProgress
 
 __all__ = ["archive"]
 
@@ -55,6 +61,8 @@ def _stream(queue: str | None, name: str | None, raw_key: str | None, prefix: st
 
 
 def _open(archive_url: str, s3_endpoint: str | None, s3_region: str | None) -> Archive:
+    from retain.archive import Archive
+
     options = {name: value for name, value in (("endpoint", s3_endpoint), ("region", s3_region)) if value}
     return Archive(archive_url, **options)
 
@@ -99,6 +107,8 @@ def fold_command(queue: str | None, name: str | None, raw_key: str | None, prefi
         retain archive fold codemojex activity --upto 2026-09-12T08:00:00Z --archive s3://logs/retain \\
             --s3-endpoint http://127.0.0.1:8333 --s3-region us-east-1
     """
+    from retain.archive import fold
+
     stream = _stream(queue, name, raw_key, prefix)
     boundary = _bound(upto, "--upto")
     store = _open(archive_url, s3_endpoint, s3_region)
@@ -149,6 +159,8 @@ def read_command(queue: str | None, name: str | None, raw_key: str | None, prefi
         retain archive read codemojex activity --since 2026-09-12T08:00:00Z --until 2026-09-12T09:00:00Z
         retain archive read --key legacy:feed --since 1789171200000-0 | jq .fields.player
     """
+    from retain.archive import read
+
     stream = _stream(queue, name, raw_key, prefix)
     start, end = _bound(since, "--since"), _bound(until, "--until")
     store = _open(archive_url, s3_endpoint, s3_region)

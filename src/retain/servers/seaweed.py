@@ -85,7 +85,7 @@ class SeaweedServer:
 
     def archive(self, prefix: str = "") -> Any:
         """An :class:`~retain.archive.Archive` on this server's bucket under ``prefix``."""
-        from retain.archive import Archive  # servers stay importable without the archive's dependencies
+        from retain.archive import Archive  # importing the servers does not load pyarrow
 
         return Archive(self.archive_url(prefix), **self.archive_options())
 
