@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import socket
+import os
 import threading
+from pathlib import Path
 
 import obstore
 import pytest
@@ -16,25 +17,41 @@ from retain.servers._process import ServerStartError
 WEED_DEFAULTS = {8333, 8888, 9333, 9340, 18333, 18888, 19333, 19340, 23646, 33646, 7333, 8181, 9101, 6060}
 
 
+def listening_sockets(pid: int) -> set[tuple[str, int]]:
+    """(address, port) of every TCP socket process ``pid`` listens on, from /proc."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and inode in inodes:  # 0A: LISTEN
+                address, port = local.split(":")
+                shown = ".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)) if len(address) == 8 else address
+                found.add((shown, int(port, 16)))
+    return found
+
+
 def raw_store(server: SeaweedServer) -> S3Store:
     return S3Store(server.bucket, endpoint=server.endpoint, region="us-east-1",
                    access_key_id=server.access_key_id, secret_access_key=server.secret_access_key,
                    client_options={"allow_http": True}, retry_config={"max_retries": 0})
 
 
-def listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
 class TestSeaweedServer:
     def test_ports_are_free_loopback_ones(self, seaweed_server):
-        """Every component listens on a chosen port in 20000-29999 (gRPC +10000), none on weed's defaults."""
+        """weed listens on exactly the chosen ports (20000-29999, gRPC at +10000), on 127.0.0.1 only."""
         ports = set(seaweed_server.ports.values())
-        assert len(ports) == 5 and all(20000 <= port < 30000 for port in ports)
-        assert not ports & WEED_DEFAULTS and all(listening(port) for port in ports)
-        assert all(listening(port + 10000) for port in ports)
-        assert not any(listening(port) for port in WEED_DEFAULTS - {6060})
+        assert len(ports) == 5 and all(20000 <= port < 30000 for port in ports) and not ports & WEED_DEFAULTS
+        chosen = {("127.0.0.1", port) for port in ports} | {("127.0.0.1", port + 10000) for port in ports}
+        assert listening_sockets(seaweed_server.pid) == chosen
         assert "-webdav=false" in seaweed_server.argv() and "-master.telemetry=false" in seaweed_server.argv()
 
     def test_create_only_is_enforced(self, seaweed_server):

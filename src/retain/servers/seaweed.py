@@ -70,6 +70,11 @@ class SeaweedServer:
         return "127.0.0.1"
 
     @property
+    def pid(self) -> int | None:
+        """The process id of the running ``weed mini``, or None when stopped."""
+        return self._child.process.pid if self._child is not None else None
+
+    @property
     def endpoint(self) -> str:
         """The S3 endpoint: ``http://127.0.0.1:<port>``."""
         return f"http://{self.host}:{self.ports['s3']}"
