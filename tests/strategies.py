@@ -6,10 +6,11 @@ from datetime import datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
+from retain.archive.ids import MAX_PART, StreamId
 from retain.durations import UNITS
 
 __all__ = ["aware_instants", "duration_texts", "logd_keys", "logd_paths", "logd_scalars", "logd_values",
-           "whole_second_durations"]
+           "stream_ids", "whole_second_durations"]
 
 
 @st.composite
@@ -59,3 +60,8 @@ aware_instants = st.builds(
     st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)),
     st.integers(min_value=-14 * 60, max_value=14 * 60),
 )
+
+
+#: stream ids across the whole 0-0..2^64-1-2^64-1 space, weighted toward the edges where carries happen
+_ID_PARTS = st.one_of(st.integers(0, 3), st.integers(MAX_PART - 3, MAX_PART), st.integers(0, MAX_PART))
+stream_ids = st.builds(StreamId, _ID_PARTS, _ID_PARTS)

@@ -1,6 +1,7 @@
 """The public API of each package is pinned: changing it is a decision, not an accident."""
 
 import retain
+import retain.archive
 import retain.errors
 import retain.logd
 import retain.servers
@@ -29,7 +30,18 @@ def test_streams():
 def test_servers():
     """retain.servers exports the embedded servers."""
     assert sorted(retain.servers.__all__) == sorted([
-        "RedisCluster", "RedisServer", "ServerStartError", "find_redis_server", "free_port",
+        "RedisCluster", "RedisServer", "SeaweedServer", "ServerStartError", "find_redis_server", "find_weed",
+        "free_port",
+    ])
+
+
+def test_archive():
+    """retain.archive exports the store, fold before trim, the merge-read and the archive errors."""
+    assert sorted(retain.archive.__all__) == sorted([
+        "FORMAT_VERSION", "Archive", "ArchiveAccessDenied", "ArchiveCorrupt", "ArchiveError", "ArchiveObjectExists",
+        "ArchiveObjectMissing", "ArchiveUnavailable", "FoldProgress", "FoldResult", "FoldTrimResult",
+        "InvalidArchive", "InvalidStreamId", "Manifest", "SegmentInfo", "StreamId", "UnarchivableEntry", "fold",
+        "fold_boundary", "fold_then_trim", "read", "trim_past",
     ])
 
 
@@ -56,6 +68,6 @@ def test_logd_errors():
 
 def test_every_name_resolves():
     """Every exported name exists."""
-    for module in (retain, retain.streams, retain.servers, retain.logd, retain.errors):
+    for module in (retain, retain.streams, retain.servers, retain.logd, retain.errors, retain.archive):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"

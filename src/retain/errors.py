@@ -6,10 +6,19 @@
     │   ├── InvalidWindow                  MaxLen(-1), MinId(naive datetime)
     │   ├── InvalidStreamName              "", "a{b}", "a b"
     │   ├── InvalidPolicy                  a policy file or entry that cannot mean what it says
-    │   └── InvalidSettings                logd settings that cannot hold (a tier, a horizon, a budget)
+    │   ├── InvalidSettings                logd settings that cannot hold (a tier, a horizon, a budget)
+    │   ├── InvalidStreamId                "12-x", a read bound or fold boundary that is no stream id
+    │   └── InvalidArchive                 an archive URL or option that cannot name a store
     ├── ServerError                        the server refused a command; carries its message
     │   └── WrongTypeError                 the key holds something other than a stream
     ├── ServerUnavailable (ConnectionError)  the server could not be reached or dropped the link
+    ├── ArchiveError                       the archive's object store failed, or holds the unexpected
+    │   ├── ArchiveUnavailable (ConnectionError)     the store could not be reached, or an I/O failed
+    │   ├── ArchiveAccessDenied (PermissionError)    the store refused the credentials
+    │   ├── ArchiveObjectExists (FileExistsError)    a create-only write found its name taken (the fence)
+    │   ├── ArchiveObjectMissing (FileNotFoundError) an object the layout names is not there
+    │   ├── ArchiveCorrupt                 an object does not hold what the layout says it holds
+    │   └── UnarchivableEntry              a stream entry the segment format cannot hold
     └── LogdError                          a logd request failed; ``code`` is its wire error code
         ├── InvalidRequest (InvalidInput)  invalid_request: cannot mean what it says; nothing ran
         │   ├── InvalidPath                a path outside the grammar, the offending character named
@@ -22,8 +31,9 @@
         ├── NotFound (LookupError)         not_found: nothing at the path, or no such scope
         └── Compacted                      compacted: no kept snapshot serves that commit
 
-Callers never see ``redis.exceptions.*``: the boundary translates them with
-:func:`retain._redis.translate_errors` and keeps the original as ``__cause__``.
+Callers never see ``redis.exceptions.*`` or ``obstore.exceptions.*``: the
+boundaries (:mod:`retain._redis`, :mod:`retain.archive._obstore`) translate them
+and keep the original as ``__cause__``.
 logd translates ``sqlite3.Error`` the same way (:mod:`retain.logd.sqlite`), and a
 logd error crosses the wire as ``{error: {code, message}}`` and back into its class.
 """
@@ -31,7 +41,14 @@ logd error crosses the wire as ``{error: {code, message}}`` and back into its cl
 from __future__ import annotations
 
 __all__ = [
+    "ArchiveAccessDenied",
+    "ArchiveCorrupt",
+    "ArchiveError",
+    "ArchiveObjectExists",
+    "ArchiveObjectMissing",
+    "ArchiveUnavailable",
     "Compacted",
+    "InvalidArchive",
     "InvalidDocument",
     "InvalidDuration",
     "InvalidInput",
@@ -39,6 +56,7 @@ __all__ = [
     "InvalidPolicy",
     "InvalidRequest",
     "InvalidSettings",
+    "InvalidStreamId",
     "InvalidStreamName",
     "InvalidWindow",
     "LOGD_ERRORS",
@@ -51,6 +69,7 @@ __all__ = [
     "ServerError",
     "ServerUnavailable",
     "StorageError",
+    "UnarchivableEntry",
     "Unsupported",
     "WrongTypeError",
 ]
@@ -170,3 +189,39 @@ LOGD_ERRORS: dict[str, type[LogdError]] = {
     cls.code: cls for cls in (InvalidRequest, PreconditionFailed, SchemaViolation, StorageError,
                               Unsupported, NotFound, Compacted)
 }
+
+
+class InvalidStreamId(InvalidInput):
+    """A stream id, read bound or fold boundary does not parse, or lies outside 0-0..2^64-1."""
+
+
+class InvalidArchive(InvalidInput):
+    """An archive URL or option cannot name a store: unknown scheme, option for another store."""
+
+
+class ArchiveError(RetainError):
+    """The archive's object store failed, or holds something the layout does not allow."""
+
+
+class ArchiveUnavailable(ArchiveError, ConnectionError):
+    """The object store could not be reached, or an I/O on it failed after its retries."""
+
+
+class ArchiveAccessDenied(ArchiveError, PermissionError):
+    """The object store refused the credentials, or they lack a permission."""
+
+
+class ArchiveObjectExists(ArchiveError, FileExistsError):
+    """A create-only write found its name taken: another writer got there first (the fence)."""
+
+
+class ArchiveObjectMissing(ArchiveError, FileNotFoundError):
+    """An object the layout names (a manifest, a segment it lists) is not in the store."""
+
+
+class ArchiveCorrupt(ArchiveError):
+    """An object does not hold what the layout says: bad manifest, unknown format, conflicting segment."""
+
+
+class UnarchivableEntry(ArchiveError):
+    """A stream entry the segment format cannot hold: an id past 2^63-1, a field name not UTF-8."""

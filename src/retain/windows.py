@@ -4,6 +4,8 @@
 - :class:`MinId` keeps every entry minted at or after ``instant`` (XTRIM MINID).
 - :class:`MaxAge` keeps what is younger than ``duration``; it is resolved to a
   :class:`MinId` against the caller's clock with :meth:`MaxAge.resolve`.
+- :class:`MinStreamId` keeps every entry whose id is at or after a stream id
+  (XTRIM MINID); the archive trims with it, just past its watermark.
 
 ``approx=True`` (the default) trims with ``~``: the server removes whole
 macro-nodes only, so it may keep a few extra entries but can never reach inside
@@ -21,15 +23,18 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from retain import durations
 from retain.errors import InvalidWindow
 
-__all__ = ["MaxAge", "MaxLen", "MinId", "Window", "minid_floor", "require_aware"]
+__all__ = ["MaxAge", "MaxLen", "MinId", "MinStreamId", "Window", "minid_floor", "require_aware"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_STREAM_ID = re.compile(r"(0|[1-9][0-9]{0,19})-(0|[1-9][0-9]{0,19})")
+_MAX_ID_PART = 2**64 - 1
 
 
 def require_aware(value: object, what: str) -> datetime:
@@ -131,4 +136,27 @@ class MaxAge:
         return f"MAX-AGE {'~' if self.approx else '='} {written}"
 
 
-Window = MaxLen | MinId | MaxAge
+@dataclass(frozen=True)
+class MinStreamId:
+    """Keep every entry whose id is at or after ``floor``, a full stream id ``"<ms>-<seq>"``.
+
+    The archive trims with it, just past its watermark, so that a trim can only
+    remove what is archived; :class:`MinId` is the same XTRIM from a time.
+    """
+
+    floor: str
+    approx: bool = True
+
+    def __post_init__(self) -> None:
+        found = _STREAM_ID.fullmatch(self.floor) if isinstance(self.floor, str) else None
+        if found is None or max(int(part) for part in found.groups()) > _MAX_ID_PART:
+            raise InvalidWindow(f"a MINID floor must be a stream id '<ms>-<seq>', each part 0 to 2^64-1 "
+                                f"(got {self.floor!r})")
+        _require_approx(self.approx)
+
+    def describe(self) -> str:
+        """The XTRIM arguments this window sends, for people: ``MINID ~ 1789...-1``."""
+        return f"MINID {'~' if self.approx else '='} {self.floor}"
+
+
+Window = MaxLen | MinId | MaxAge | MinStreamId

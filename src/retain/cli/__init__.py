@@ -9,6 +9,7 @@ import click
 
 from retain import __version__
 from retain.cli._common import RetainGroup
+from retain.cli.archive import archive
 from retain.cli.demo import demo
 from retain.cli.logd import logd
 from retain.cli.streams import streams
@@ -32,3 +33,4 @@ def main() -> None:
 main.add_command(demo)
 main.add_command(streams)
 main.add_command(logd)
+main.add_command(archive)

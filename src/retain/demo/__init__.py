@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from retain.demo.archive_feed import archive_feed
 from retain.demo.bounded_feed import bounded_feed
 from retain.demo.logd_jobs import logd_jobs
 from retain.demo.trim_modes import trim_modes
@@ -15,7 +16,7 @@ from retain.servers import RedisServer
 
 __all__ = ["ACTS", "run"]
 
-ACTS = [trim_modes, bounded_feed, logd_jobs]
+ACTS = [trim_modes, bounded_feed, archive_feed, logd_jobs]
 
 
 def run(console: Console) -> None:

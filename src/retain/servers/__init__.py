@@ -2,5 +2,7 @@
 
 from retain.servers._process import ServerStartError, free_port
 from retain.servers.redis import RedisCluster, RedisServer, find_redis_server
+from retain.servers.seaweed import SeaweedServer, find_weed
 
-__all__ = ["RedisCluster", "RedisServer", "ServerStartError", "find_redis_server", "free_port"]
+__all__ = ["RedisCluster", "RedisServer", "SeaweedServer", "ServerStartError", "find_redis_server", "find_weed",
+           "free_port"]

@@ -16,7 +16,7 @@ import redis.exceptions
 from retain._redis import map_error
 from retain.errors import InvalidStreamName, InvalidWindow
 from retain.streams.keys import RawKey, Stream, StreamRef
-from retain.windows import MaxAge, MaxLen, MinId, Window, require_aware
+from retain.windows import MaxAge, MaxLen, MinId, MinStreamId, Window, require_aware
 
 __all__ = ["atrim", "trim", "xtrim_command"]
 
@@ -39,9 +39,9 @@ def xtrim_command(stream: Stream, window: Window, now: datetime | None = None) -
     flag = "~" if getattr(window, "approx", None) else "="
     if isinstance(window, MaxLen):
         return ("XTRIM", stream.key, "MAXLEN", flag, str(window.count))
-    if isinstance(window, MinId):
+    if isinstance(window, (MinId, MinStreamId)):
         return ("XTRIM", stream.key, "MINID", flag, window.floor)
-    raise InvalidWindow(f"window must be MaxLen, MinId or MaxAge (got {window!r})")
+    raise InvalidWindow(f"window must be MaxLen, MinId, MaxAge or MinStreamId (got {window!r})")
 
 
 def trim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = None) -> int:

@@ -1,0 +1,112 @@
+"""The merge-read: a stream's archived past and its live tail, as one log in id order.
+
+Each step reads, in this order: a chunk of the live range, then W, then the
+archive for ids up to W; it keeps the live ids above W. Why no entry falls
+between (docs/archive.md has the whole argument): a trim only ever removes ids
+at or below the W of its time, and W only grows. So an id above the W read
+*after* the live chunk was not trimmed *before* that chunk was read: it is in
+the chunk. An id at or below that W is in the archive, which only grows too.
+Reading W first instead would let a fold and trim run between the two reads
+and hide entries from both.
+
+Example:
+    >>> for entry_id, fields in read(conn, StreamRef("codemojex", "activity"), archive,
+    ...                              start=datetime(2026, 9, 12, tzinfo=timezone.utc)):
+    ...     ...
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from itertools import chain
+from typing import Any
+
+import redis.exceptions
+
+from retain._redis import map_error
+from retain.archive.ids import StreamId, lower_bound, upper_bound
+from retain.archive.segments import Entry, Text, read_entries
+from retain.archive.store import Archive, _key
+from retain.errors import InvalidInput
+from retain.streams.keys import Stream
+
+__all__ = ["read"]
+
+DEFAULT_COUNT = 1_000
+
+
+def read(conn: Any, stream: Stream, archive: Archive, start: str | datetime | StreamId | None = None,
+         end: str | datetime | StreamId | None = None, *, count: int = DEFAULT_COUNT) -> Iterator[Entry]:
+    """Every entry of ``stream`` with an id in ``start..end`` (both included), archived or live, in id order.
+
+    ``start`` and ``end`` are stream ids, ``"<ms>"`` (as XRANGE reads them), or
+    timezone-aware datetimes (the ids minted in that millisecond are included);
+    None reads from the first id or to the last. Entries come as ``(id,
+    fields)`` shaped exactly as ``conn.xrange`` returns them (bytes, or str if
+    the connection decodes responses), whether from a segment or from Redis.
+    Entries appended while the read runs may or may not appear; none appears
+    twice, and none appended before the read began is missed, however folds and
+    trims run underneath (INV-MERGE). Memory stays at one XRANGE chunk (``count``
+    entries) plus one segment row group.
+
+    Raises:
+        InvalidStreamName, InvalidStreamId, InvalidInput: at the call, before any I/O.
+        WrongTypeError, ServerError, ServerUnavailable, ArchiveError: while iterating.
+
+    Example:
+        >>> list(read(conn, StreamRef("codemojex", "activity"), archive, "1789171200000-0", "1789171200001"))
+        [(b'1789171200000-0', {b'player': b'ada', ...}), (b'1789171200001-0', {...})]
+    """
+    key = _key(stream)
+    low, high = lower_bound(start), upper_bound(end)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise InvalidInput(f"count must be an int >= 1 (got {count!r})")
+    # The merge yields runs of entries; chain flattens them at C speed, not one generator step an entry.
+    return chain.from_iterable(_merge(conn, stream, key, archive, low, high, count, _text_of(conn)))
+
+
+def _text_of(conn: Any) -> Text:
+    """How ``conn`` decodes replies: (encoding, errors), or None for bytes."""
+    encoder = conn.get_encoder() if hasattr(conn, "get_encoder") else None
+    if encoder is not None and encoder.decode_responses:
+        return encoder.encoding, encoder.encoding_errors
+    return None
+
+
+def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId, high: StreamId,
+           count: int, text: Text) -> Iterator[Iterable[Entry]]:
+    position: StreamId | None = low  # the smallest id not yet yielded; None once past the largest id
+    while position is not None and position <= high:
+        try:
+            chunk = conn.xrange(key, str(position), str(high), count=count)  # 1. the live range
+        except redis.exceptions.RedisError as exc:
+            raise map_error(exc, key) from exc
+        manifest = archive.manifest(stream)  # 2. then W
+        watermark = manifest.watermark
+        if watermark is not None and watermark >= position:  # 3. then the archive, up to W
+            top = min(watermark, high)
+            for segment in manifest.covering(position, top):
+                source = archive.open_segment(stream, segment)
+                try:
+                    yield from read_entries(source, position, top, text)
+                finally:
+                    source.close()
+            if top == high:
+                return
+            position = top.successor()
+        if chunk:
+            first_kept = 0
+            if StreamId.parse(chunk[0][0]) < position:  # keep only the live ids above W
+                first_kept = bisect_left(chunk, position, key=lambda entry: StreamId.parse(entry[0]))
+            yield chunk[first_kept:] if first_kept else chunk
+            after_chunk = _successor(StreamId.parse(chunk[-1][0]))
+            if after_chunk is None or (position is not None and after_chunk > position):
+                position = after_chunk
+        if len(chunk) < count:
+            return  # the live range held nothing more when the chunk was read; the archive was read after
+
+
+def _successor(entry_id: StreamId) -> StreamId | None:
+    return None if entry_id == StreamId(2**64 - 1, 2**64 - 1) else entry_id.successor()
