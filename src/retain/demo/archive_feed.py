@@ -32,7 +32,7 @@ def archive_feed(server: RedisServer, console: Console) -> None:
         archive = Archive(directory)
         console.print(f"\nqueue codemojex: the activity feed, {ROUNDS} rounds of {PER_ROUND} events, "
                       f"kept to {window.describe()}; each round folds into {directory} before it trims")
-        table = Table(title="Act 2 · fold before trim, round by round",
+        table = Table(title="fold before trim, round by round",
                       caption="fold_then_trim: fold what the window drops, then XTRIM MINID just past W; "
                               "a trim can only remove what is archived.")
         for column in ("round", "appended", "folded", "segments", "W minted", "trimmed", "live", "archived"):
