@@ -94,6 +94,6 @@ class TestDemoAct:
         console = Console(record=True, width=100)
         archive_feed(redis_server, console)
         text = console.export_text()
-        assert "Act 2 · fold before trim" in text
+        assert "fold before trim, round by round" in text
         assert ("merge-read: 6000 entries for 6000 appended (4500 from the archive, 1500 live); each once: True; "
                 "in id order: True; same ids and fields as appended: True") in " ".join(text.split())

@@ -1,4 +1,4 @@
-"""Act 2: the activity feed under a MaxLen with archiving; nothing trimmed is lost."""
+"""The activity feed under a MaxLen with archiving; nothing trimmed is lost."""
 
 from __future__ import annotations
 
