@@ -35,7 +35,7 @@ from retain.servers import RedisServer, free_port
 from retain.streams import (AsyncRetentionDriver, RawKey, RetentionDriver, StreamRef, SweepReport, beat_delay,
                             trim)
 from retain.windows import MaxAge, MaxLen, MinId
-from tests.streams.test_trim import BASE_MS, at_node_boundary, fill, node_size, remaining  # noqa: F401 (fixture)
+from tests.streams.conftest import BASE_MS, at_node_boundary, fill, remaining
 
 UTC = timezone.utc
 _keys = itertools.count()

@@ -15,7 +15,7 @@ from retain.streams import RawKey, StreamPreview, StreamRef, preview, trim
 from retain.streams.policy import UNLIMITED
 from retain.streams.dryrun import approx_removes_at_least
 from retain.windows import MaxAge, MaxLen, MinId
-from tests.streams.test_trim import BASE_MS, fill, node_size  # noqa: F401 (fixture)
+from tests.streams.conftest import BASE_MS, fill
 
 UTC = timezone.utc
 _keys = itertools.count()

