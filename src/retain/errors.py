@@ -8,7 +8,8 @@
     │   ├── InvalidPolicy                  a policy file or entry that cannot mean what it says
     │   ├── InvalidSettings                logd settings that cannot hold (a tier, a horizon, a budget)
     │   ├── InvalidStreamId                "12-x", a read bound or fold boundary that is no stream id
-    │   └── InvalidArchive                 an archive URL or option that cannot name a store
+    │   ├── InvalidArchive                 an archive URL or option that cannot name a store
+    │   └── InvalidMounts                  a docd mount table (file, entry, field) that cannot hold
     ├── ServerError                        the server refused a command; carries its message
     │   └── WrongTypeError                 the key holds something other than a stream
     ├── ServerUnavailable (ConnectionError)  the server could not be reached or dropped the link
@@ -29,7 +30,8 @@
         │   └── ReadBudgetExceeded         a read would touch more than storage.readBudget records
         ├── Unsupported                    unsupported: a verb or feature this logd or transport lacks
         ├── NotFound (LookupError)         not_found: nothing at the path, or no such scope
-        └── Compacted                      compacted: no kept snapshot serves that commit
+        ├── Compacted                      compacted: no kept snapshot serves that commit
+        └── OwnerUnavailable (ServerUnavailable)  unavailable: docd could not reach a path's owner
 
 Callers never see ``redis.exceptions.*`` or ``obstore.exceptions.*``: the
 boundaries (:mod:`retain._redis`, :mod:`retain.archive._obstore`) translate them
@@ -52,9 +54,11 @@ __all__ = [
     "InvalidDocument",
     "InvalidDuration",
     "InvalidInput",
+    "InvalidMounts",
     "InvalidPath",
     "InvalidPolicy",
     "InvalidRequest",
+    "InvalidRetain",
     "InvalidSettings",
     "InvalidStreamId",
     "InvalidStreamName",
@@ -62,6 +66,7 @@ __all__ = [
     "LOGD_ERRORS",
     "LogdError",
     "NotFound",
+    "OwnerUnavailable",
     "PreconditionFailed",
     "ReadBudgetExceeded",
     "RetainError",
@@ -140,6 +145,12 @@ class InvalidDocument(InvalidRequest):
     """A YAML or JSON document refused: syntax, an unregistered tag, an alias, its size or depth."""
 
 
+class InvalidRetain(InvalidRequest):
+    """A retain request that cannot mean what it says; no rule ran."""
+
+    code = "invalid_retain"
+
+
 class PreconditionFailed(LogdError):
     """A patch's precondition did not hold of the current state; nothing was written."""
 
@@ -184,10 +195,16 @@ class Compacted(LogdError):
         self.nearest = nearest
 
 
+class OwnerUnavailable(LogdError, ServerUnavailable):
+    """docd could not reach the owner of a path (logd or a controller), or it did not answer in time."""
+
+    code = "unavailable"
+
+
 #: wire code -> the class a client raises for it (the most general class of that code).
 LOGD_ERRORS: dict[str, type[LogdError]] = {
-    cls.code: cls for cls in (InvalidRequest, PreconditionFailed, SchemaViolation, StorageError,
-                              Unsupported, NotFound, Compacted)
+    cls.code: cls for cls in (InvalidRequest, InvalidRetain, PreconditionFailed, SchemaViolation, StorageError,
+                              Unsupported, NotFound, Compacted, OwnerUnavailable)
 }
 
 
@@ -197,6 +214,10 @@ class InvalidStreamId(InvalidInput):
 
 class InvalidArchive(InvalidInput):
     """An archive URL or option cannot name a store: unknown scheme, option for another store."""
+
+
+class InvalidMounts(InvalidInput):
+    """A docd mount table cannot hold: a bad path or address, mounts that overlap; names file, entry, field."""
 
 
 class ArchiveError(RetainError):

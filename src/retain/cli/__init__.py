@@ -11,6 +11,7 @@ from retain import __version__
 from retain.cli._common import RetainGroup
 from retain.cli.archive import archive
 from retain.cli.demo import demo
+from retain.cli.docd import docd
 from retain.cli.logd import logd
 from retain.cli.streams import streams
 
@@ -34,3 +35,4 @@ main.add_command(demo)
 main.add_command(streams)
 main.add_command(logd)
 main.add_command(archive)
+main.add_command(docd)

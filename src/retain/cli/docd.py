@@ -1,0 +1,118 @@
+"""``retain docd``: route requests across logd and mounted controllers; serve a store as a controller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from retain.logd.protocol import Limits
+
+__all__ = ["docd"]
+
+DEFAULT_LISTEN = "127.0.0.1:7410"
+
+
+@click.group()
+def docd() -> None:
+    """Route retain, get, list, patch and watch to the owner of each path.
+
+    logd owns every base path; controllers own the paths a TOML mount file
+    gives them.
+
+    \b
+    Example:
+        retain docd serve --mounts mounts.toml --logd 127.0.0.1:7420
+        retain docd controller --db runs.sqlite3 --socket /tmp/runs.sock
+    """
+
+
+def _stream_address(listen: str | None, socket_path: str | None, default: str | None) -> dict[str, Any]:
+    """``--listen`` / ``--socket`` as the server's ``listen`` and ``socket_path`` options."""
+    from retain.logd.client import parse_address
+
+    if listen and socket_path:
+        raise click.UsageError("give --listen or --socket, not both")
+    if not listen and not socket_path and default is None:
+        raise click.UsageError("give --listen HOST:PORT or --socket PATH")
+    if socket_path:
+        return {"socket_path": socket_path}
+    address = parse_address(listen or default)  # type: ignore[arg-type]
+    if isinstance(address, str):
+        raise click.UsageError("--listen takes HOST:PORT; use --socket for a Unix socket")
+    return {"listen": address}
+
+
+def _where(server: Any, socket_path: str | None) -> str:
+    return f"{server.address[0]}:{server.address[1]}" if server.address else f"unix:{socket_path}"
+
+
+@docd.command("serve")
+@click.option("--mounts", "mounts_file", required=True, type=click.Path(dir_okay=False),
+              help="The TOML mount file: which controller owns which path.")
+@click.option("--logd", "logd_address", help="Where logd is: HOST:PORT or unix:PATH [the file's, else 127.0.0.1:7420].")
+@click.option("--listen", help=f"TCP HOST:PORT to serve on [default: {DEFAULT_LISTEN} unless --socket].")
+@click.option("--socket", "socket_path", help="Unix socket PATH to serve on, instead of --listen.")
+@click.option("--max-document-bytes", type=int, default=Limits().max_bytes, show_default=True,
+              help="The largest request document accepted.")
+def serve_command(mounts_file: str, logd_address: str | None, listen: str | None, socket_path: str | None,
+                  max_document_bytes: int) -> None:
+    """Serve docd: each request goes to the owner of its path.
+
+    A retain request is split by owner, sent to every owner at once with one
+    now, and answered rule by rule in the order sent. The mount file is
+    checked before anything connects. Stop it with Ctrl-C.
+
+    \b
+    Example:
+        retain docd serve --mounts mounts.toml
+        retain docd serve --mounts mounts.toml --logd unix:/tmp/logd.sock --socket /tmp/docd.sock
+    """
+    from retain.docd.mounts import load_mounts
+    from retain.docd.server import DocdServer
+    from retain.docd.serving import serve_forever
+
+    table = load_mounts(mounts_file).with_logd(logd_address)
+    where = _stream_address(listen, socket_path, DEFAULT_LISTEN)
+
+    def ready(server: Any) -> None:
+        mounts = ", ".join(mount.name for mount in table.mounts) or "none"
+        click.echo(f"docd serving on {_where(server, socket_path)}; mounts: {mounts}", err=True)
+
+    try:
+        serve_forever(DocdServer(table, limits=Limits(max_bytes=max_document_bytes), **where), ready)
+    except KeyboardInterrupt:
+        click.echo("docd stopped", err=True)
+
+
+@docd.command("controller")
+@click.option("--db", required=True, help="SQLite file holding the controller's store (made if missing).")
+@click.option("--listen", help="TCP HOST:PORT to serve on.")
+@click.option("--socket", "socket_path", help="Unix socket PATH to serve on, instead of --listen.")
+@click.option("--without", multiple=True, help="A verb not to offer (answered unsupported), repeatable: retain.")
+def controller_command(db: str, listen: str | None, socket_path: str | None, without: tuple[str, ...]) -> None:
+    """Serve a store as a controller: its subtree, paths relative to its mount.
+
+    It offers every logd verb but watch (serve with 'retain logd serve' for
+    watch), less those given with --without. Stop it with Ctrl-C.
+
+    \b
+    Example:
+        retain docd controller --db runs.sqlite3 --socket /tmp/runs.sock
+        retain docd controller --db ctl.sqlite3 --listen 127.0.0.1:7501 --without retain
+    """
+    from retain.docd.controller import Controller, controller_verbs
+    from retain.docd.serving import serve_forever
+    from retain.logd import Store
+
+    where = _stream_address(listen, socket_path, None)
+    verbs = controller_verbs(without)
+
+    def ready(server: Any) -> None:
+        click.echo(f"controller serving {db} on {_where(server, socket_path)}; verbs: {', '.join(verbs)}", err=True)
+
+    with Store.open(db) as store:
+        try:
+            serve_forever(Controller(store, without=without, **where), ready)
+        except KeyboardInterrupt:
+            click.echo("controller stopped", err=True)

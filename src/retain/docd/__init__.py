@@ -1,0 +1,48 @@
+"""docd: a router in front of logd and of controllers mounted at paths.
+
+See ``docs/docd.md``. docd speaks logd's protocol; each request goes to the owner of
+its path -- logd for a base path, the controller whose mount holds it otherwise --
+and a retain request is split by owner, sent to every owner at once with one
+``now``, and answered rule by rule in the order sent::
+
+    from retain.docd import DocdServer, ThreadedServer, load_mounts
+    with ThreadedServer(DocdServer(load_mounts("mounts.toml"), listen=("127.0.0.1", 7400))):
+        ...
+
+The routing itself is pure: :func:`route` plans, :func:`answer_retain` answers.
+"""
+
+from retain.docd.controller import UNSUPPORTED, Controller, controller_verbs
+from retain.docd.mounts import LOGD, Mount, MountTable, load_mounts, parse_mounts
+from retain.docd.owners import Owners, fan_out
+from retain.docd.router import (Fanout, Forward, Owner, OwnerRequest, RuleRoute, SessionChange, answer_forward,
+                                answer_retain, delta_from, route)
+from retain.docd.server import DocdServer
+from retain.docd.serving import StreamServer, ThreadedServer, serve_forever
+
+__all__ = [
+    "LOGD",
+    "UNSUPPORTED",
+    "Controller",
+    "DocdServer",
+    "Fanout",
+    "Forward",
+    "Mount",
+    "MountTable",
+    "Owner",
+    "OwnerRequest",
+    "Owners",
+    "RuleRoute",
+    "SessionChange",
+    "StreamServer",
+    "ThreadedServer",
+    "answer_forward",
+    "answer_retain",
+    "controller_verbs",
+    "delta_from",
+    "fan_out",
+    "load_mounts",
+    "parse_mounts",
+    "route",
+    "serve_forever",
+]

@@ -1,0 +1,408 @@
+"""Routing, pure: which owner answers a request, what it is sent, and how the answers read back.
+
+:func:`route` turns one request into a plan without touching the network:
+
+- ``retain`` -> :class:`Fanout`: each rule goes to the owner of its container (logd for a
+  base path, else the controller whose mount holds it), one request per owner, every one
+  carrying the same ``now``; :func:`answer_retain` puts the owners' answers back together
+  in the order the rules were sent;
+- ``get``, ``list``, ``watch``, ``patch`` -> :class:`Forward`: one request for the owner of
+  its path; :func:`answer_forward` and :func:`delta_from` make the owner's answer whole;
+- ``session`` -> :class:`SessionChange`, which docd keeps and hands to every owner.
+
+An owner sees paths relative to its mount (``verse.ctl.runs.*`` reaches the controller
+mounted at ``verse.ctl`` as ``runs.*``); answers come back with the caller's paths.
+Nothing is composed across mounts: a request over a container with mounts beneath it
+is answered by that container's owner alone, and says so in ``under``.
+
+Example:
+    >>> from datetime import datetime, timezone
+    >>> table = MountTable.of({"verse.ctl": "127.0.0.1:7501"})
+    >>> plan = route({"list": {"path": "verse.ctl.runs.*"}}, table, now=datetime.now(timezone.utc))
+    >>> plan.owner.name, plan.request
+    ('verse.ctl', {'list': {'path': 'runs.*'}})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from retain.docd.mounts import LOGD, Mount, MountTable
+from retain.errors import InvalidInput, InvalidRequest, InvalidRetain, StorageError, Unsupported
+from retain.logd.client import Address
+from retain.logd.paths import ROOT, Field, Path, Wild, check_key, parse
+from retain.logd.protocol import answer_error, parse_request
+
+__all__ = ["ROUTED", "Fanout", "Forward", "Owner", "OwnerRequest", "Plan", "RuleRoute", "SessionChange",
+           "answer_forward", "answer_retain", "delta_from", "format_now", "route"]
+
+#: the verbs docd routes; every other verb is answered ``unsupported`` by docd itself.
+ROUTED = ("get", "list", "patch", "retain", "session", "watch")
+RETAIN_FIELDS = ("now", "batch", "author", "what")
+_OP_VERBS = ("set", "delete", "append")
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Who answers for a path: logd, or a mounted controller whose tree sits at ``prefix``."""
+
+    name: str
+    address: Address
+    prefix: Path = ROOT
+
+    @classmethod
+    def of(cls, table: MountTable, mount: Mount | None) -> Owner:
+        return cls(LOGD, table.logd) if mount is None else cls(mount.name, mount.address, mount.path)
+
+    def relative(self, path: Path, original: str) -> Path:
+        """``path`` as this owner names it; refused when the owner cannot name it (``verse.ctl(*)``)."""
+        rest = Path(path.segments[len(self.prefix.segments):])
+        first = rest.segments[0] if rest.segments else None
+        if first is not None and not isinstance(first, Field) and first != Wild("field"):
+            raise InvalidRequest(f"path {original!r}: the mount {self.name} is the root of its controller's "
+                                 f"tree, a map; name its children with '.' ({self.name}.*)")
+        return rest
+
+    def absolute(self, text: str) -> str:
+        """A path this owner wrote, as docd's callers name it."""
+        if not self.prefix.segments:
+            return text
+        return str(Path(self.prefix.segments + (parse(text).segments if text else ())))
+
+
+@dataclass(frozen=True)
+class Forward:
+    """One request for one owner; its answer goes back with ``owner`` (and ``under``) added."""
+
+    verb: str
+    owner: Owner
+    request: dict[str, Any]
+    #: the mounts beneath the place asked about, which the owner did not answer for
+    under: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """A new author and/or scope for every owner this connection talks to (None: author unchanged)."""
+
+    author: str | None
+    scope: str | None
+
+
+@dataclass(frozen=True)
+class OwnerRequest:
+    """The one retain request an owner is sent: its rules, relative to its mount, in the order sent."""
+
+    owner: Owner
+    request: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RuleRoute:
+    """Where one rule went: its owner, its place in that owner's request, the mounts it did not touch."""
+
+    path: str
+    owner: str
+    position: int
+    under: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fanout:
+    """A retain request split by owner; ``rules`` keeps the order the caller sent them in."""
+
+    now: str
+    requests: tuple[OwnerRequest, ...]
+    rules: tuple[RuleRoute, ...]
+
+
+Plan = Forward | Fanout | SessionChange
+
+
+def format_now(now: datetime) -> str:
+    """An instant as the ``now`` docd sends: RFC 3339 in UTC with ``Z`` (``2026-09-12T08:00:00Z``)."""
+    return now.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def route(request: Any, table: MountTable, *, now: datetime) -> Plan:
+    """Plan a loaded request: who is sent what. Pure; nothing is sent.
+
+    ``now`` is docd's clock, read once by the caller; a retain request that names its
+    own ``now`` keeps it.
+
+    Raises:
+        InvalidRequest: a request, path or patch docd cannot route (a patch spanning owners,
+            a write over a mount point); nothing was sent.
+        InvalidRetain: a retain request that cannot mean what it says.
+        Unsupported: a verb docd does not route.
+    """
+    verb, body = parse_request(request)
+    planner = _PLANNERS.get(verb)
+    if planner is None:
+        raise Unsupported(f"unsupported operation: request type {verb!r} (docd routes {', '.join(ROUTED)}; "
+                          "send other requests to the owner directly)")
+    return planner(body, table, now)
+
+
+# -- planners ------------------------------------------------------------------------------------
+
+
+def _session(body: dict[str, Any], table: MountTable, now: datetime) -> SessionChange:
+    unknown = sorted(set(body) - {"author", "scope"})
+    if unknown:
+        raise InvalidRequest(f"unknown field {unknown[0]!r} in session; expected author, scope")
+    author = body.get("author")
+    if author is not None and (not isinstance(author, str) or not author or len(author) > 256):
+        raise InvalidRequest(f"an author is a string of 1-256 characters (got {author!r})")
+    scope = body.get("scope")
+    return SessionChange(author, None if scope is None else check_key(scope, "scope name"))
+
+
+def _read(verb: str, *, required: bool) -> Callable[[dict[str, Any], MountTable, datetime], Forward]:
+    def plan(body: dict[str, Any], table: MountTable, now: datetime) -> Forward:
+        if "path" not in body and required:
+            raise InvalidRequest(f"{verb} needs a path ending in a wildcard, such as jobs.*")
+        text = body.get("path")
+        path = ROOT if text is None else parse(text)
+        container = path.parent if path.is_wild else path
+        owner = Owner.of(table, table.owner(container))
+        relative = owner.relative(path, str(text))
+        sent = {name: value for name, value in body.items() if name != "path"}
+        if relative.segments:
+            sent = {"path": str(relative), **sent}
+        return Forward(verb, owner, {verb: sent}, _names(table.beneath(container)))
+
+    return plan
+
+
+def _patch(body: dict[str, Any], table: MountTable, now: datetime) -> Forward:
+    ops, precondition = body.get("ops"), body.get("if")
+    if not isinstance(ops, list):
+        raise InvalidRequest("patch needs ops: a list of {set: PATH, value: V}, {delete: PATH}, "
+                             "{append: PATH, value: V}")
+    if precondition is not None and not isinstance(precondition, dict):
+        raise InvalidRequest(f"if is a map from path to pattern (got {type(precondition).__name__})")
+    places: list[tuple[str, Path, Owner]] = []  # (what, path, owner) for every path the patch names
+    for number, op in enumerate(ops, start=1):
+        verbs = [name for name in _OP_VERBS if isinstance(op, dict) and name in op]
+        if len(verbs) != 1:
+            raise InvalidRequest(f"patch op #{number} must name one path: {{set: PATH, value: V}}, "
+                                 f"{{delete: PATH}} or {{append: PATH, value: V}} (got {op!r})")
+        places.append(_write_place(f"op #{number}", op[verbs[0]], table))
+    for text in precondition or {}:
+        places.append(_write_place(f"if {text}", text, table))
+    owners = {owner.name: owner for _, _, owner in places}
+    if len(owners) > 1:
+        first_at = {}
+        for what, path, owner in places:
+            first_at.setdefault(owner.name, f"{what} at {path}")
+        raise InvalidRequest("a patch is one commit at one owner, and this one spans "
+                             + " and ".join(f"{name} ({where})" for name, where in first_at.items())
+                             + ": send one patch per owner")
+    owner = next(iter(owners.values()), Owner.of(table, None))
+    sent = dict(body)
+    sent["ops"] = [_relative_op(op, owner) for op in ops]
+    if precondition is not None:
+        sent["if"] = {str(owner.relative(parse(text), text)): pattern for text, pattern in precondition.items()}
+    return Forward("patch", owner, {"patch": sent})
+
+
+def _write_place(what: str, text: object, table: MountTable) -> tuple[str, Path, Owner]:
+    path = parse(text)  # type: ignore[arg-type]
+    holds = table.beneath(path) + tuple(mount for mount in table.mounts if mount.path == path)
+    if holds:
+        raise InvalidRequest(f"patch {what}: {path} holds the mount {holds[0].name}: a write stops at a "
+                             "mount (nothing is composed across mounts); write beside it, or inside it")
+    return what, path, Owner.of(table, table.owner(path))
+
+
+def _relative_op(op: dict[str, Any], owner: Owner) -> dict[str, Any]:
+    return {name: str(owner.relative(parse(value), value)) if name in _OP_VERBS else value
+            for name, value in op.items()}
+
+
+def _retain(body: dict[str, Any], table: MountTable, now: datetime) -> Fanout:
+    unknown = sorted(set(body) - set(RETAIN_FIELDS))
+    if unknown:
+        raise InvalidRetain(f"unknown field {unknown[0]!r} in retain; expected {', '.join(RETAIN_FIELDS)}")
+    rules = body.get("what")
+    if not isinstance(rules, list) or not rules:
+        raise InvalidRetain("retain needs rules: what: [{path: jobs.*, age: .updatedAt, after: 1d}, ...]")
+    now_text = _now(body["now"]) if "now" in body else format_now(now)
+    by_owner: dict[str, tuple[Owner, list[dict[str, Any]]]] = {}
+    routes = []
+    for number, rule in enumerate(rules, start=1):
+        path, text = _rule_path(number, rule)
+        container = path.parent
+        owner = Owner.of(table, table.owner(container))
+        try:
+            relative = owner.relative(path, text)
+        except InvalidInput as exc:
+            raise InvalidRetain(f"rule #{number}: {exc}") from None
+        owned = by_owner.setdefault(owner.name, (owner, []))[1]
+        routes.append(RuleRoute(text, owner.name, len(owned), _names(table.beneath(container))))
+        owned.append({**rule, "path": str(relative)})
+    shared = {name: body[name] for name in ("batch", "author") if name in body}
+    requests = tuple(OwnerRequest(owner, {"retain": {"now": now_text, **shared, "what": owned}})
+                     for owner, owned in by_owner.values())
+    return Fanout(now_text, requests, tuple(routes))
+
+
+def _rule_path(number: int, rule: object) -> tuple[Path, str]:
+    if not isinstance(rule, dict) or not isinstance(rule.get("path"), str):
+        raise InvalidRetain(f"rule #{number} needs a path such as jobs.* (got {rule!r})")
+    text = rule["path"]
+    try:
+        path = parse(text)
+    except InvalidInput as exc:
+        raise InvalidRetain(f"rule #{number}: {exc}") from None
+    if not path.is_wild:
+        raise InvalidRetain(f"rule #{number}: path {text!r} names one node; a rule is about the children of "
+                            f"one container: {text}.* or {text}(*)")
+    if path.last == Wild("index"):
+        raise InvalidRetain(f"rule #{number}: path {text!r} is a dense array: a position is not an element; "
+                            "declare the array keyed and write (*)")
+    return path, text
+
+
+def _now(value: object) -> str:
+    try:
+        instant = datetime.fromisoformat(str(value).replace("Z", "+00:00")) if isinstance(value, str) else None
+    except ValueError:
+        instant = None
+    if instant is None or instant.tzinfo is None:
+        raise InvalidRetain(f"now must be an RFC 3339 time with a timezone, such as 2026-09-12T08:00:00Z "
+                            f"(got {value!r})")
+    return value  # type: ignore[return-value]  # the caller's own words go to every owner
+
+
+def _names(mounts: tuple[Mount, ...]) -> tuple[str, ...]:
+    return tuple(mount.name for mount in mounts)
+
+
+_PLANNERS: dict[str, Callable[[dict[str, Any], MountTable, datetime], Plan]] = {
+    "get": _read("get", required=False),
+    "list": _read("list", required=True),
+    "watch": _read("watch", required=False),
+    "patch": _patch,
+    "retain": _retain,
+    "session": _session,
+}
+
+
+# -- answers ------------------------------------------------------------------------------------
+
+
+def answer_forward(plan: Forward, answer: dict[str, Any]) -> dict[str, Any]:
+    """The owner's answer to a forwarded request, as docd's caller gets it.
+
+    An error passes through as the owner said it. A result gains ``owner`` (whose
+    commit numbers these are) and ``under`` (mounts beneath the place it did not answer
+    for); a watch's ``path`` is the caller's.
+    """
+    if "error" in answer:
+        return answer
+    result = (answer.get("result") or {}).get(plan.verb)
+    if not isinstance(result, dict):
+        return answer_error(StorageError(f"{plan.owner.name} answered {plan.verb} with something docd cannot "
+                                         f"read: {_brief(answer)}"))
+    result = dict(result)
+    if plan.verb == "watch" and isinstance(result.get("path"), str):
+        result["path"] = plan.owner.absolute(result["path"])
+    result["owner"] = plan.owner.name
+    if plan.under:
+        result["under"] = list(plan.under)
+    return {"result": {plan.verb: result}}
+
+
+def delta_from(owner: Owner, delta: dict[str, Any]) -> dict[str, Any]:
+    """A delta an owner sent a watch, with the caller's paths and the owner's name."""
+    ops = [{name: owner.absolute(value) if name in _OP_VERBS and isinstance(value, str) else value
+            for name, value in op.items()} if isinstance(op, dict) else op for op in delta.get("ops", ())]
+    return {"delta": {**delta, "ops": ops, "owner": owner.name}}
+
+
+class _Failed(Exception):
+    """An owner's retain did not run: ``error`` is what its rules carry."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.error = {"code": code, "message": message}
+
+
+def answer_retain(plan: Fanout, answers: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """Put the owners' answers (owner name -> answer document) back into one, rules in the order sent.
+
+    Each rule carries what its owner said of it, then ``owner``; a rule a controller ran also
+    carries that controller's ``commit``; a rule over mounts it did not touch says ``under``;
+    a rule whose owner failed carries that owner's ``error``. The top level carries the
+    ``now`` every owner was sent, logd's ``commit`` (when logd ran) and ``deleted`` summed
+    over every rule that ran. Only when no owner ran is the answer an error.
+    """
+    counts: dict[str, int] = {}
+    for rule in plan.rules:
+        counts[rule.owner] = counts.get(rule.owner, 0) + 1
+    ran: dict[str, dict[str, Any]] = {}
+    failed: dict[str, dict[str, str]] = {}
+    for sent in plan.requests:
+        name = sent.owner.name
+        try:
+            ran[name] = _retain_result(name, answers[name], counts[name])
+        except _Failed as failure:
+            failed[name] = failure.error
+    if not ran:
+        first = failed[plan.requests[0].owner.name]
+        message = "; ".join(f"{name}: {error['message']}" for name, error in failed.items())
+        return {"error": {"code": first["code"], "message": f"nothing ran: {message}"}}
+    rules = []
+    for rule in plan.rules:
+        entry: dict[str, Any] = {"path": rule.path}
+        if rule.owner in ran:
+            entry.update((name, value) for name, value in ran[rule.owner]["rules"][rule.position].items()
+                         if name not in ("path", "owner", "under", "error"))
+            if rule.owner != LOGD:
+                entry["commit"] = ran[rule.owner]["commit"]  # a controller's commits are numbered its own way
+        entry["owner"] = rule.owner
+        if rule.under:
+            entry["under"] = list(rule.under)
+        if rule.owner in failed:
+            entry["error"] = failed[rule.owner]
+        rules.append(entry)
+    result: dict[str, Any] = {"now": plan.now}
+    if LOGD in ran:
+        result["commit"] = ran[LOGD]["commit"]
+    result["deleted"] = sum(rule.get("deleted", 0) for rule in rules if rule["owner"] in ran)
+    result["rules"] = rules
+    return {"result": {"retain": result}}
+
+
+def _retain_result(owner: str, answer: Any, count: int) -> dict[str, Any]:
+    """The retain result an owner answered, checked; :class:`_Failed` if it did not run or made no sense."""
+    if isinstance(answer, dict) and "error" in answer:
+        error = answer["error"] if isinstance(answer["error"], dict) else {}
+        return _fail(str(error.get("code", "storage_error")), str(error.get("message", "an error without a message")))
+    result = ((answer.get("result") if isinstance(answer, dict) else None) or {}).get("retain")
+    rules = result.get("rules") if isinstance(result, dict) else None
+    if not isinstance(rules, list) or len(rules) != count or not all(isinstance(rule, dict) for rule in rules):
+        return _fail("storage_error", f"{owner} answered a retain result docd cannot read (expected {count} "
+                                      f"rules): {_brief(answer)}")
+    if not all(_count(rule.get("deleted", 0)) for rule in rules) or not isinstance(result.get("commit"), int):
+        return _fail("storage_error", f"{owner} answered a retain result without a commit number or with a "
+                                      f"deleted count that is not a count: {_brief(answer)}")
+    return result
+
+
+def _fail(code: str, message: str) -> Any:
+    raise _Failed(code, message)
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _brief(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."

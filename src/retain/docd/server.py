@@ -1,0 +1,75 @@
+"""docd on the network: a stream socket speaking logd's protocol, routing each request to its owner.
+
+A caller talks to docd as it would to logd -- the same documents, framing and
+pipelining (``docs/docd.md``). For each request docd reads its clock once, plans
+the request (:func:`~retain.docd.router.route`, pure), sends the plan through the
+connection's :class:`~retain.docd.owners.Owners`, and answers. One connection's
+requests are answered one after another, in order.
+
+Example:
+    >>> table = load_mounts("mounts.toml")
+    >>> with ThreadedServer(DocdServer(table, listen=("127.0.0.1", 7400))):
+    ...     Client(("127.0.0.1", 7400)).call("retain", now="2026-09-12T08:00:00Z", what=[...])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from retain.docd.mounts import MountTable
+from retain.docd.owners import Owners, fan_out
+from retain.docd.router import Fanout, Forward, SessionChange, answer_forward, delta_from, route
+from retain.docd.serving import Link, Reply, StreamServer
+from retain.logd.protocol import Format, Limits, answer_result
+
+__all__ = ["DocdServer"]
+
+Clock = Callable[[], datetime]
+
+
+def _system_clock() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class DocdServer(StreamServer):
+    """Route requests across the owners ``table`` names, on ``listen`` (TCP) and/or ``socket_path`` (Unix).
+
+    ``clock`` gives the ``now`` of a retain request that names none, read once per request.
+    """
+
+    def __init__(self, table: MountTable, *, listen: tuple[str, int] | None = None, socket_path: str | None = None,
+                 clock: Clock = _system_clock, limits: Limits = Limits()) -> None:
+        self.table, self.clock = table, clock
+        super().__init__(lambda link: _Conversation(self, link), listen=listen, socket_path=socket_path,
+                         limits=limits)
+
+
+class _Conversation:
+    """One caller's connection: its session and its links to owners."""
+
+    def __init__(self, server: DocdServer, link: Link) -> None:
+        self.server, self.link = server, link
+        self.owners = Owners(server.table.timeout)
+
+    async def answer(self, request: Any, fmt: Format) -> Reply:
+        plan = route(request, self.server.table, now=self.server.clock())  # the one clock read of this request
+        if isinstance(plan, Fanout):
+            return Reply(await fan_out(plan, self.owners.call))
+        if isinstance(plan, SessionChange):
+            await self.owners.change_session(plan.author, plan.scope)
+            return Reply(answer_result("session", {"author": self.owners.author or "anonymous",
+                                                   "scope": self.owners.scope}))
+        return await self._forward(plan, fmt)
+
+    async def _forward(self, plan: Forward, fmt: Format) -> Reply:
+        if plan.verb != "watch":
+            return Reply(answer_forward(plan, await self.owners.call(plan.owner, plan.request)))
+        answer, start = await self.owners.watch(
+            plan.owner, plan.request, deliver=lambda delta: self.link.send(delta_from(plan.owner, delta), fmt),
+            ended=self.link.close)
+        return Reply(answer_forward(plan, answer), then=start)
+
+    async def aclose(self) -> None:
+        await self.owners.aclose()
