@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from retain.archive.ids import MAX_PART, StreamId
 from retain.durations import UNITS
 
-__all__ = ["aware_instants", "duration_texts", "logd_keys", "logd_paths", "logd_scalars", "logd_values",
-           "stream_ids", "whole_second_durations"]
+__all__ = ["aware_instants", "docd_paths", "duration_texts", "logd_keys", "logd_paths", "logd_scalars", "logd_values",
+           "mount_tables", "stream_ids", "whole_second_durations"]
 
 
 @st.composite
@@ -65,3 +65,35 @@ aware_instants = st.builds(
 #: stream ids across the whole 0-0..2^64-1-2^64-1 space, weighted toward the edges where carries happen
 _ID_PARTS = st.one_of(st.integers(0, 3), st.integers(MAX_PART - 3, MAX_PART), st.integers(0, MAX_PART))
 stream_ids = st.builds(StreamId, _ID_PARTS, _ID_PARTS)
+
+
+# -- docd ---------------------------------------------------------------------------------------
+
+_MOUNT_NAMES = st.sampled_from(["verse", "ctl", "ci", "runs", "jobs", "a"])
+
+
+@st.composite
+def mount_tables(draw: st.DrawFn):
+    """A valid mount table: up to four mounts of short name paths, none holding another."""
+    from retain.docd.mounts import Mount, MountTable
+    from retain.logd.paths import Field, Path
+
+    mounts: list[Mount] = []
+    for port in range(draw(st.integers(0, 4))):
+        path = Path(tuple(Field(name) for name in draw(st.lists(_MOUNT_NAMES, min_size=1, max_size=3))))
+        if str(path) != "logd" and not any(path.startswith(m.path) or m.path.startswith(path) for m in mounts):
+            mounts.append(Mount(path, ("127.0.0.1", 7500 + port)))
+    return MountTable(tuple(mounts), ("127.0.0.1", 7420))
+
+
+@st.composite
+def docd_paths(draw: st.DrawFn):
+    """A request path over the names mount tables use, so that it often meets a mount: maybe keyed, maybe wild."""
+    from retain.logd.paths import Field, Key, Path, Wild
+
+    segments = [Field(name) for name in draw(st.lists(_MOUNT_NAMES, min_size=1, max_size=4))]
+    if draw(st.booleans()):
+        segments.append(Key(draw(logd_keys)))
+    if draw(st.booleans()):
+        segments.append(Wild(draw(st.sampled_from(["field", "key"]))))
+    return Path(tuple(segments))
