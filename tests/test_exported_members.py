@@ -2,6 +2,7 @@
 
 import retain
 import retain.archive
+import retain.docd
 import retain.errors
 import retain.logd
 import retain.servers
@@ -62,12 +63,22 @@ def test_logd_errors():
         "InvalidDocument": "invalid_request", "PreconditionFailed": "precondition_failed",
         "SchemaViolation": "schema_violation", "StorageError": "storage_error",
         "ReadBudgetExceeded": "storage_error", "Unsupported": "unsupported", "NotFound": "not_found",
-        "Compacted": "compacted",
+        "Compacted": "compacted", "InvalidRetain": "invalid_retain", "OwnerUnavailable": "unavailable",
     }
+
+
+def test_docd():
+    """retain.docd exports the mount table, the pure router and its plans, the servers and the controller kit."""
+    assert sorted(retain.docd.__all__) == sorted([
+        "LOGD", "UNSUPPORTED", "Controller", "DocdServer", "Fanout", "Forward", "Mount", "MountTable", "Owner",
+        "OwnerRequest", "Owners", "RuleRoute", "SessionChange", "StreamServer", "ThreadedServer", "answer_forward",
+        "answer_retain", "controller_verbs", "delta_from", "fan_out", "load_mounts", "parse_mounts", "route",
+        "serve_forever",
+    ])
 
 
 def test_every_name_resolves():
     """Every exported name exists."""
-    for module in (retain, retain.streams, retain.servers, retain.logd, retain.errors, retain.archive):
+    for module in (retain, retain.streams, retain.servers, retain.logd, retain.errors, retain.archive, retain.docd):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
