@@ -3,8 +3,10 @@
 - ``logd``: a logd store served by logd's own server on loopback TCP;
 - ``verse.ctl``: a controller (the kit) over a store of its own on a Unix socket,
   without retain -- the seed's controller that does not implement it;
-- ``ci``: a controller over a store of its own that offers everything -- served by
-  logd's own server on a Unix socket, so watch works there too.
+- ``ci``: a controller (the kit) over a store of its own that implements retain -- the
+  runs controller -- on loopback TCP;
+- ``feed``: logd's own server over a store of its own on a Unix socket: a controller
+  offering every verb, watch included.
 """
 
 from __future__ import annotations
@@ -31,21 +33,28 @@ class World:
     logd_store: Store
     ctl_store: Store
     ci_store: Store
+    feed_store: Store
     logd: ServerThread
     ctl: ThreadedServer
-    ci: ServerThread
+    ci: ThreadedServer
+    feed: ServerThread
 
     @property
     def ctl_socket(self) -> str:
         return str(self.directory / "verse-ctl.sock")
 
     @property
-    def ci_socket(self) -> str:
-        return str(self.directory / "ci.sock")
+    def ci_address(self) -> str:
+        return "{}:{}".format(*self.ci.address)
+
+    @property
+    def feed_socket(self) -> str:
+        return str(self.directory / "feed.sock")
 
     def table(self, **mounts: str) -> MountTable:
-        """The table over these owners: ``verse.ctl`` and ``ci`` unless told otherwise (names with '_' as '.')."""
-        mounts = mounts or {"verse_ctl": "unix:" + self.ctl_socket, "ci": "unix:" + self.ci_socket}
+        """The table over these owners: ``verse.ctl``, ``ci``, ``feed`` unless told otherwise ('_' reads '.')."""
+        mounts = mounts or {"verse_ctl": "unix:" + self.ctl_socket, "ci": self.ci_address,
+                            "feed": "unix:" + self.feed_socket}
         return MountTable.of({name.replace("_", "."): address for name, address in mounts.items()},
                              logd=self.logd.address, timeout=60)
 
@@ -60,11 +69,13 @@ def world(tmp_path) -> Iterator[World]:
     with Store.open(str(tmp_path / "logd.sqlite3"), settings=settings, clock=clock) as logd_store, \
             Store.open(str(tmp_path / "ctl.sqlite3"), settings=settings, clock=clock) as ctl_store, \
             Store.open(str(tmp_path / "ci.sqlite3"), settings=settings, clock=clock) as ci_store, \
+            Store.open(str(tmp_path / "feed.sqlite3"), settings=settings, clock=clock) as feed_store, \
             ServerThread(logd_store, listen=("127.0.0.1", 0)) as logd, \
             ThreadedServer(Controller(ctl_store, without=(),  # TEMP until retain lands
                                       socket_path=str(tmp_path / "verse-ctl.sock"))) as ctl, \
-            ServerThread(ci_store, socket_path=str(tmp_path / "ci.sock")) as ci:
-        yield World(tmp_path, clock, logd_store, ctl_store, ci_store, logd, ctl, ci)
+            ThreadedServer(Controller(ci_store, listen=("127.0.0.1", 0))) as ci, \
+            ServerThread(feed_store, socket_path=str(tmp_path / "feed.sock")) as feed:
+        yield World(tmp_path, clock, logd_store, ctl_store, ci_store, feed_store, logd, ctl, ci, feed)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ def seed(world):
         logd.patch([{"set": "jobs.j1", "value": {"status": "done"}}, {"set": "verse.notes", "value": {"n": 1}}])
     with Client(world.ctl_socket) as ctl:
         ctl.patch([{"set": "runs.r1", "value": {"at": "2026-09-01T00:00:00Z"}}])
-    with Client(world.ci_socket) as ci:
+    with Client(world.ci.address) as ci:
         ci.patch([{"set": "runs.r7", "value": {"at": "2026-09-02T00:00:00Z"}}])
 
 
@@ -42,7 +42,7 @@ class TestReads:
             assert client.call("list", path="verse.*") == {"commit": 1, "items": {"notes": {"n": 1}}, "owner": "logd",
                                                            "under": ["verse.ctl"]}
             whole = client.call("get")
-            assert whole["under"] == ["verse.ctl", "ci"] and "ci" not in whole["value"]
+            assert whole["under"] == ["verse.ctl", "ci", "feed"] and "ci" not in whole["value"]
 
     def test_owner_errors_pass_through(self, world, docd):
         """An owner's error reaches the caller as that owner said it."""
@@ -91,27 +91,27 @@ class TestWatch:
     def test_watch_a_controller(self, world, docd):
         """A watch through docd streams the owner's deltas with the caller's paths, whoever wrote them."""
         with world.client(docd, author="verse/ops") as client:
-            answer = client.call("watch", path="ci.runs")
-            assert answer == {"path": "ci.runs", "from": 1, "commit": 0, "owner": "ci"}
-            client.call("patch", ops=[{"set": "ci.runs.r1", "value": {"at": "a"}}])
-            with Client(world.ci_socket, author="ci/direct") as ci:
-                ci.patch([{"delete": "runs.r1"}, {"set": "other", "value": 1}])
+            answer = client.call("watch", path="feed.runs")
+            assert answer == {"path": "feed.runs", "from": 1, "commit": 0, "owner": "feed"}
+            client.call("patch", ops=[{"set": "feed.runs.r1", "value": {"at": "a"}}])
+            with Client(world.feed_socket, author="feed/direct") as feed:
+                feed.patch([{"delete": "runs.r1"}, {"set": "other", "value": 1}])
             first, second = client.next_delta(), client.next_delta()
             assert (first["commit"], first["author"], first["ops"], first["owner"]) == (
-                1, "verse/ops", [{"set": "ci.runs.r1", "value": {"at": "a"}}], "ci")
+                1, "verse/ops", [{"set": "feed.runs.r1", "value": {"at": "a"}}], "feed")
             assert (second["commit"], second["author"], second["ops"], second["owner"]) == (
-                2, "ci/direct", [{"delete": "ci.runs.r1"}], "ci")
+                2, "feed/direct", [{"delete": "feed.runs.r1"}], "feed")
 
     def test_watch_logd_and_a_controller_on_one_connection(self, world, docd):
         """Two watches on one connection, at two owners: each delta says whose it is; answers stay in order."""
         with world.client(docd) as client:
             assert client.call("watch", path="jobs")["owner"] == "logd"
-            assert client.call("watch", path="ci")["owner"] == "ci"
+            assert client.call("watch", path="feed")["owner"] == "feed"
             assert client.call("patch", ops=[{"set": "jobs.j1", "value": 1}])["commit"] == 1
-            assert client.call("patch", ops=[{"set": "ci.x", "value": 1}])["commit"] == 1
+            assert client.call("patch", ops=[{"set": "feed.x", "value": 1}])["commit"] == 1
             deltas = sorted((delta["owner"], delta["ops"][0]["set"]) for delta in
                             (client.next_delta(), client.next_delta()))
-            assert deltas == [("ci", "ci.x"), ("logd", "jobs.j1")]
+            assert deltas == [("feed", "feed.x"), ("logd", "jobs.j1")]
 
     def test_a_controller_without_watch_says_so(self, world, docd):
         """The kit controller offers no watch: the caller hears its unsupported."""

@@ -10,13 +10,14 @@ from rich.console import Console
 
 from retain.demo.archive_feed import archive_feed
 from retain.demo.bounded_feed import bounded_feed
+from retain.demo.docd_routes import docd_routes
 from retain.demo.logd_jobs import logd_jobs
 from retain.demo.trim_modes import trim_modes
 from retain.servers import RedisServer
 
 __all__ = ["ACTS", "run"]
 
-ACTS = [trim_modes, bounded_feed, archive_feed, logd_jobs]
+ACTS = [trim_modes, bounded_feed, archive_feed, logd_jobs, docd_routes]
 
 
 def run(console: Console) -> None:

@@ -15,6 +15,7 @@ The routing itself is pure: :func:`route` plans, :func:`answer_retain` answers.
 from retain.docd.controller import UNSUPPORTED, Controller, controller_verbs
 from retain.docd.mounts import LOGD, Mount, MountTable, load_mounts, parse_mounts
 from retain.docd.owners import Owners, fan_out
+from retain.docd.render import render_answer
 from retain.docd.router import (Fanout, Forward, Owner, OwnerRequest, RuleRoute, SessionChange, answer_forward,
                                 answer_retain, delta_from, route)
 from retain.docd.server import DocdServer
@@ -43,6 +44,7 @@ __all__ = [
     "fan_out",
     "load_mounts",
     "parse_mounts",
+    "render_answer",
     "route",
     "serve_forever",
 ]

@@ -1,0 +1,58 @@
+"""Answers written as seed 004 writes docd's: braces on one line, one retain rule per line.
+
+::
+
+    {result: {retain: {now: "2026-09-12T08:00:00Z", commit: 4127, deleted: 300, rules: [
+      {path: jobs.*, deleted: 300, owner: logd}
+      {path: verse.ctl.runs.*, owner: verse.ctl, error: {code: unsupported, message: "unsupported operation: request type"}}
+      {path: verse.*, deleted: 0, owner: logd, under: [verse.ctl]}
+    ]}}}
+
+For people (the demo, a terminal): YAML flow style, strings plain where they read back
+as the same string and double-quoted where they would not. It is not a wire format:
+the rules' lines carry no commas, as in the seed. Any other answer is one flow line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from retain.logd.tags import Or
+
+__all__ = ["render_answer"]
+
+
+class _Dumper(yaml.SafeDumper):
+    """Flow style; a string is plain only if a reader would take it back as that string."""
+
+
+def _represent_str(dumper: _Dumper, text: str) -> yaml.ScalarNode:
+    plain = (dumper.resolve(yaml.ScalarNode, text, (True, False)) == "tag:yaml.org,2002:str"
+             and dumper.analyze_scalar(text).allow_flow_plain)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=None if plain else '"')
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(Or, lambda dumper, value: dumper.represent_sequence("!or", list(value.alternatives),
+                                                                             flow_style=True))
+
+
+def _flow(value: Any) -> str:
+    text = yaml.dump(value, Dumper=_Dumper, default_flow_style=True, sort_keys=False, allow_unicode=True,
+                     width=float("inf"))
+    return text.strip().removesuffix("...").strip()
+
+
+def render_answer(answer: dict[str, Any]) -> str:
+    """An answer document as the seed writes it (a retain result one rule per line), ending in a newline."""
+    result = answer.get("result") if isinstance(answer, dict) else None
+    retain = result.get("retain") if isinstance(result, dict) else None
+    if not isinstance(retain, dict) or not isinstance(retain.get("rules"), list):
+        return _flow(answer) + "\n"
+    head = ", ".join(f"{_flow(name)}: {_flow(value)}" for name, value in retain.items() if name != "rules")
+    lines = [f"{{result: {{retain: {{{head}{', ' if head else ''}rules: ["]
+    lines += [f"  {_flow(rule)}" for rule in retain["rules"]]
+    lines.append("]}}}")
+    return "\n".join(lines) + "\n"
