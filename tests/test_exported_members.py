@@ -72,8 +72,8 @@ def test_docd():
     assert sorted(retain.docd.__all__) == sorted([
         "LOGD", "UNSUPPORTED", "Controller", "DocdServer", "Fanout", "Forward", "Mount", "MountTable", "Owner",
         "OwnerRequest", "Owners", "RuleRoute", "SessionChange", "StreamServer", "ThreadedServer", "answer_forward",
-        "answer_retain", "controller_verbs", "delta_from", "fan_out", "load_mounts", "parse_mounts", "render_answer", "route",
-        "serve_forever",
+        "answer_retain", "controller_verbs", "delta_from", "fan_out", "load_mounts", "parse_mounts", "render_answer",
+        "route", "serve_forever",
     ])
 
 

@@ -83,3 +83,19 @@ def docd(world) -> Iterator[ThreadedServer]:
     """docd over the world's owners, its clock the world's."""
     with ThreadedServer(DocdServer(world.table(), listen=("127.0.0.1", 0), clock=world.clock)) as running:
         yield running
+
+
+def exchange(address, data: bytes, answers: int) -> list[bytes]:
+    """Send raw bytes to a stream server and return the first ``answers`` documents it sends back, unparsed."""
+    import socket
+
+    from retain.logd.protocol import Framer
+
+    framer, found = Framer(1 << 24), []
+    with socket.create_connection(address, timeout=60) as raw:
+        raw.sendall(data)
+        while len(found) < answers:
+            chunk = raw.recv(65536)
+            assert chunk, "the server closed the connection"
+            found.extend(framer.feed(chunk))
+    return found[:answers]

@@ -10,6 +10,7 @@ from retain.logd import Store
 from retain.logd.client import Client
 from retain.logd.settings import Settings
 from retain.logd.verbs import VERBS
+from tests.docd.conftest import exchange
 
 
 @pytest.fixture
@@ -50,7 +51,8 @@ class TestServing:
             answers = client.pipeline([{"patch": {"ops": [{"set": "runs.r1", "value": {"at": "x"}}]}},
                                        {"get": {"path": "runs.r1.at"}}, {"get": {"path": "runs.r2"}},
                                        {"list": {"path": "runs.*"}}])
-            assert answers[:2] == [{"result": {"patch": {"commit": 1}}}, {"result": {"get": {"commit": 1, "value": "x"}}}]
+            assert answers[:2] == [{"result": {"patch": {"commit": 1}}},
+                                   {"result": {"get": {"commit": 1, "value": "x"}}}]
             assert answers[2]["error"]["code"] == "not_found"
             assert answers[3] == {"result": {"list": {"commit": 1, "items": {"r1": {"at": "x"}}}}}
             with pytest.raises(NotFound):
@@ -74,16 +76,6 @@ class TestServing:
 
     def test_json_in_json_out(self, controller):
         """A JSON request is answered in JSON, a YAML one in YAML, as logd does."""
-        import socket
-
-        raw = socket.create_connection(controller.address, timeout=30)
-        raw.sendall(b'{"compact": {}}\n...\n{compact: {}}\n...\n')
-        data = b""
-        while data.count(b"...\n") < 2:
-            chunk = raw.recv(65536)
-            assert chunk
-            data += chunk
-        raw.close()
-        first, second = data.split(b"...\n")[:2]
+        first, second = exchange(controller.address, b'{"compact": {}}\n...\n{compact: {}}\n...\n', 2)
         assert first == b'{"error":{"code":"unsupported","message":"unsupported operation: request type"}}\n'
         assert second == b"error:\n  code: unsupported\n  message: 'unsupported operation: request type'\n"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 from datetime import datetime, timedelta, timezone
 
@@ -14,8 +13,9 @@ from retain.docd import DocdServer, Owners, ThreadedServer, fan_out, route
 from retain.docd.render import render_answer
 from retain.errors import OwnerUnavailable
 from retain.logd.client import Client
-from retain.logd.protocol import Framer, load
+from retain.logd.protocol import load
 from retain.logd.tags import AutoId
+from tests.docd.conftest import exchange
 from tests.logd.conftest import FakeClock
 
 SEED_REQUEST = b"""{retain: {now: "2026-09-12T08:00:00Z", what: [
@@ -43,14 +43,7 @@ def stamp(instant: datetime) -> str:
 
 def send_raw(address, data: bytes) -> dict:
     """One YAML document over a raw socket, its answer loaded: the wire as it is."""
-    with socket.create_connection(address, timeout=60) as raw:
-        raw.sendall(data)
-        framer, found = Framer(1 << 24), []
-        while not found:
-            chunk = raw.recv(65536)
-            assert chunk, "docd closed the connection"
-            found = framer.feed(chunk)
-    return load(found[0])[0]
+    return load(exchange(address, data, 1)[0])[0]
 
 
 def seed_logd(store, head: int) -> None:
@@ -197,7 +190,8 @@ class TestOwnersDown:
                 client.call("retain", what=[{"path": "jobs.*", "age": ".updatedAt", "after": "1d"},
                                             {"path": "verse.ctl.runs.*", "age": ".at", "after": "1d"}])
         message = str(refused.value)
-        assert message.startswith("nothing ran: logd: logd at 127.0.0.1:") and "; verse.ctl: verse.ctl at unix:" in message
+        assert message.startswith("nothing ran: logd: logd at 127.0.0.1:")
+        assert "; verse.ctl: verse.ctl at unix:" in message
 
     def test_a_refusal_at_one_owner_fails_its_rules_only(self, world):
         """An owner that refuses its rules (jobs.* over a keyed array) fails them; the others run."""

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from retain.docd import DocdServer, ThreadedServer
 from retain.errors import (InvalidRequest, NotFound, OwnerUnavailable, PreconditionFailed, ServerUnavailable,
                            Unsupported)
 from retain.logd.client import Client
+from tests.docd.conftest import exchange
 
 
 def seed(world):
@@ -77,7 +76,8 @@ class TestPatch:
         with world.client(docd) as client:
             with pytest.raises(PreconditionFailed, match="runs.r7"):
                 client.call("patch", ops=[{"delete": "ci.runs.r7"}], if_={"ci.runs.r7": {"at": "yesterday"}})
-            ok = client.call("patch", ops=[{"delete": "ci.runs.r7"}], if_={"ci.runs.r7": {"at": "2026-09-02T00:00:00Z"}})
+            ok = client.call("patch", ops=[{"delete": "ci.runs.r7"}],
+                             if_={"ci.runs.r7": {"at": "2026-09-02T00:00:00Z"}})
             assert ok == {"commit": 2, "owner": "ci"}
 
     def test_a_patch_spanning_owners_is_refused(self, world, docd):
@@ -177,15 +177,7 @@ class TestPipelining:
 
     def test_hostile_documents_are_refused(self, world, docd):
         """A document docd cannot load is answered with an error; the connection goes on."""
-        raw = socket.create_connection(docd.address, timeout=30)
-        raw.sendall(b"{get: !nope x}\n...\n{get: {path: jobs}}\n...\n")
-        data = b""
-        while data.count(b"\n...\n") < 2:
-            chunk = raw.recv(65536)
-            assert chunk
-            data += chunk
-        raw.close()
-        first, second = data.split(b"...\n")[:2]
+        first, second = exchange(docd.address, b"{get: !nope x}\n...\n{get: {path: jobs}}\n...\n", 2)
         assert b"unknown tag !nope" in first and b"not_found" in second
 
 

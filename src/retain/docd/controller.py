@@ -15,6 +15,7 @@ For ``watch`` as well, serve the store with logd itself (``retain logd serve``):
 a logd is a controller that offers every verb.
 
 Example:
+    >>> from retain.logd.server import ThreadedServer
     >>> store = Store.open("runs.sqlite3")
     >>> with ThreadedServer(Controller(store, socket_path="/tmp/runs.sock")):
     ...     Client("/tmp/runs.sock").list("runs(*)")

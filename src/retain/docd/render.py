@@ -4,7 +4,7 @@
 
     {result: {retain: {now: "2026-09-12T08:00:00Z", commit: 4127, deleted: 300, rules: [
       {path: jobs.*, deleted: 300, owner: logd}
-      {path: verse.ctl.runs.*, owner: verse.ctl, error: {code: unsupported, message: "unsupported operation: request type"}}
+      {path: verse.ctl.runs.*, owner: verse.ctl, error: {code: unsupported, message: "unsupported ..."}}
       {path: verse.*, deleted: 0, owner: logd, under: [verse.ctl]}
     ]}}}
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path as FsPath
@@ -22,7 +21,7 @@ from typing import Any, Protocol
 from retain.errors import InvalidDocument, LogdError, StorageError
 from retain.logd.protocol import Format, Framer, Limits, TooLarge, answer_error, frame, load
 
-__all__ = ["Conversation", "Link", "Reply", "StreamServer", "ThreadedServer", "serve_forever"]
+__all__ = ["Conversation", "Link", "Reply", "StreamServer"]
 
 log = logging.getLogger(__name__)
 
@@ -125,55 +124,3 @@ class StreamServer:
         except Exception as exc:  # a bug must not take the connection down
             log.exception("request failed")
             return Reply(answer_error(StorageError(f"internal error: {type(exc).__name__}: {exc}"))), fmt
-
-
-class ThreadedServer:
-    """A server (``start()`` / ``aclose()`` coroutines) on an event loop of its own in a background thread.
-
-    For tests and the demo. Example:
-        >>> with ThreadedServer(StreamServer(make_conversation, listen=("127.0.0.1", 0))) as running:
-        ...     running.server.address
-    """
-
-    def __init__(self, server: Any) -> None:
-        self.server = server
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=type(server).__name__, daemon=True)
-
-    @property
-    def address(self) -> tuple[str, int]:
-        assert self.server.address is not None, "this server listens on no TCP address"
-        return self.server.address
-
-    def __enter__(self) -> ThreadedServer:
-        self._thread.start()
-        try:
-            asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=30)
-        except BaseException:
-            self._stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.aclose(), self.loop).result(timeout=30)
-        self._stop()
-
-    def _stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=30)
-        self.loop.close()
-
-
-def serve_forever(server: StreamServer, on_ready: Callable[[StreamServer], None] | None = None) -> None:
-    """Serve until interrupted (Ctrl-C raises KeyboardInterrupt here); ``on_ready`` once the sockets are bound."""
-
-    async def main() -> None:
-        await server.start()
-        if on_ready is not None:
-            on_ready(server)
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await server.aclose()
-
-    asyncio.run(main())

@@ -41,7 +41,7 @@ from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
 from retain.logd.verbs import Context, delta_document, handle, respond
 
-__all__ = ["HTTP_STATUS", "LogdServer", "ServerThread", "serve"]
+__all__ = ["HTTP_STATUS", "LogdServer", "ServerThread", "ThreadedServer", "serve", "serve_forever"]
 
 #: error code -> HTTP status, for curl users and proxies.
 HTTP_STATUS = {"invalid_request": 400, "invalid_retain": 400, "not_found": 404, "precondition_failed": 409,
@@ -241,11 +241,13 @@ class LogdServer:
         return handle(Context(self.store, session, format=fmt), request), fmt
 
 
-def serve(store: Store, *, on_ready: Callable[[LogdServer], None] | None = None, **options: Any) -> None:
-    """Serve ``store`` until interrupted (Ctrl-C); ``on_ready`` is called once the sockets are bound."""
+def serve_forever(server: Any, on_ready: Callable[[Any], None] | None = None) -> None:
+    """Run ``server`` (``start()`` / ``aclose()`` coroutines) until interrupted: Ctrl-C raises KeyboardInterrupt here.
+
+    ``on_ready(server)`` is called once its sockets are bound.
+    """
 
     async def main() -> None:
-        server = LogdServer(store, **options)
         await server.start()
         if on_ready is not None:
             on_ready(server)
@@ -257,7 +259,48 @@ def serve(store: Store, *, on_ready: Callable[[LogdServer], None] | None = None,
     asyncio.run(main())
 
 
-class ServerThread:
+def serve(store: Store, *, on_ready: Callable[[LogdServer], None] | None = None, **options: Any) -> None:
+    """Serve ``store`` until interrupted (Ctrl-C); ``on_ready`` is called once the sockets are bound."""
+    serve_forever(LogdServer(store, **options), on_ready)
+
+
+class ThreadedServer:
+    """A server (``start()`` / ``aclose()`` coroutines) on an event loop of its own, in a background thread.
+
+    For tests and demos; any server with that lifecycle (logd's, docd's, a controller) runs in one.
+    """
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=type(server).__name__, daemon=True)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The TCP address the server bound."""
+        assert self.server.address is not None, "this server listens on no TCP address"
+        return self.server.address
+
+    def __enter__(self) -> Any:
+        self._thread.start()
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(timeout=30)
+        except BaseException:
+            self._stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.aclose(), self._loop).result(timeout=30)
+        self._stop()
+
+    def _stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop.close()
+
+
+class ServerThread(ThreadedServer):
     """A :class:`LogdServer` on an event loop of its own, in a background thread (tests, the demo).
 
     Example:
@@ -265,30 +308,13 @@ class ServerThread:
         ...     Client(running.address)
     """
 
-    def __init__(self, store: Store, **options: Any) -> None:
-        self.server = LogdServer(store, **options)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="logd-server", daemon=True)
+    server: LogdServer
 
-    @property
-    def address(self) -> tuple[str, int]:
-        assert self.server.address is not None
-        return self.server.address
+    def __init__(self, store: Store, **options: Any) -> None:
+        super().__init__(LogdServer(store, **options))
 
     @property
     def http_url(self) -> str:
         assert self.server.http_address is not None
         host, port = self.server.http_address
         return f"http://{host}:{port}/"
-
-    def __enter__(self) -> ServerThread:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(timeout=30)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.aclose(), self._loop).result(timeout=30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=30)
-        self._loop.close()
-
