@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
-from retain.docd import DocdServer, ThreadedServer
+from retain.docd import DocdServer, MountTable, ThreadedServer
 from retain.errors import (InvalidRequest, NotFound, OwnerUnavailable, PreconditionFailed, ServerUnavailable,
                            Unsupported)
 from retain.logd.client import Client
@@ -189,6 +191,19 @@ class TestOwnersDown:
             with pytest.raises(OwnerUnavailable, match=f"gone at unix:{tmp_path}/nobody.sock is unavailable"):
                 client.call("get", path="gone.x")
             assert client.call("patch", ops=[{"set": "verse.ctl.a", "value": 1}])["owner"] == "verse.ctl"
+
+    def test_an_owner_that_never_answers_times_out(self, world):
+        """An owner that takes the connection but never answers is unavailable once the table's timeout passes."""
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen()  # connections complete in the backlog; nothing is ever read or answered
+            table = MountTable.of({"silent": "{}:{}".format(*silent.getsockname())}, logd=world.logd.address,
+                                  timeout=0.5)
+            with ThreadedServer(DocdServer(table, listen=("127.0.0.1", 0))) as docd, world.client(docd) as client:
+                with pytest.raises(OwnerUnavailable, match="silent at 127.0.0.1:[0-9]+ is unavailable: no answer "
+                                                           "within 0.5s"):
+                    client.call("get", path="silent.x")
+                assert client.call("patch", ops=[{"set": "jobs.j1", "value": 1}])["owner"] == "logd"
 
     def test_an_owner_back_is_reached_again(self, world, tmp_path):
         """docd reconnects to an owner that went away and came back."""
