@@ -18,10 +18,10 @@ def test_retain():
 
 
 def test_streams():
-    """retain.streams exports the key layout, the trim verb, the policy and the retention driver."""
+    """retain.streams exports the key layout, the trim verb, the policy (and its file) and the retention driver."""
     assert sorted(retain.streams.__all__) == sorted([
         "DEFAULT_PREFIX", "RawKey", "Stream", "StreamRef", "atrim", "stream_key", "trim", "xtrim_command",
-        "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile", "RetentionDriver",
+        "ArchiveSettings", "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile", "RetentionDriver",
         "StreamPolicy", "StreamPreview", "SweepReport", "TrimCall", "beat_delay", "decide", "load_policy",
         "parse_policy", "preview", "utc_now",
     ])

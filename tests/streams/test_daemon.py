@@ -108,7 +108,7 @@ class TestDryRun:
         redis_conn.config_resetstat()
         result = invoke(str(path), "--dry-run")
         assert result.exit_code == 0, result.output
-        assert "nothing is trimmed" in result.output
+        assert "nothing is folded or trimmed" in result.output
         assert f"{FEED_KEY}  MAXLEN = 10  length 50  keeps 10  a trim now removes 40" in result.output
         assert ("legacy:feed  MAXLEN ~ 100  length 1000  keeps 100  a trim now removes 801 to 900 "
                 "(whole nodes of at most 100 entries)") in result.output
