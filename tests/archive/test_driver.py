@@ -26,7 +26,8 @@ from retain.streams import (AsyncRetentionDriver, DriverMetrics, RawKey, Retenti
                             SweepReport)
 from retain.windows import MaxLen
 from tests.archive.conftest import archived_ids, numeric
-from tests.streams.test_driver import Reports, wait_for
+from tests.streams.test_driver import Reports, append, wait_for
+from tests.streams.test_trim import node_size  # noqa: F401 (fixture)
 from tests.streams.test_metrics import samples
 
 _names = itertools.count()
@@ -42,13 +43,6 @@ def ids_of(entries) -> list[bytes]:
 
 def live_ids(conn, stream) -> list[bytes]:
     return ids_of(conn.xrange(stream.key))
-
-
-def add(conn, stream, count: int) -> list[bytes]:
-    pipe = conn.pipeline(transaction=False)
-    for index in range(count):
-        pipe.xadd(stream.key, {"i": str(index)})
-    return list(pipe.execute())
 
 
 class Producers:
@@ -67,7 +61,7 @@ class Producers:
             with self.server.client() as conn:
                 while not self._stop.is_set():
                     for stream in self.streams:
-                        ids = add(conn, stream, self.batch)
+                        ids = append(conn, stream.key, self.batch)
                         with self._lock:
                             self._appended[stream.key] += ids
                     self._stop.wait(self.pause)  # leave the shared cores to the driver and the readers
@@ -164,7 +158,7 @@ class TestConstruction:
         """A plain policy with an archive trims as before and writes nothing to the archive."""
         archive = local(tmp_path)
         stream = fresh()
-        add(redis_conn, stream, 50)
+        append(redis_conn, stream.key, 50)
         report = RetentionDriver(redis_conn, [(stream, MaxLen(10, approx=False))], archive=archive).sweep()
         assert dict(report.removed_by) == {stream.key: 40} and report.folded_by == {}
         assert archive.streams() == [] and "folded" not in report.summary()
@@ -209,13 +203,25 @@ class TestFoldThroughTheDriver:
         archive, stream = local(tmp_path), fresh()
         driver = RetentionDriver(redis_conn, [StreamPolicy(stream, MaxLen(10, approx=False), archive=True)],
                                  archive=archive, fold_min_entries=100)
-        add(redis_conn, stream, 70)
+        append(redis_conn, stream.key, 70)
         first = driver.sweep()
         assert (first.folded_by[stream.key], first.removed_by[stream.key], first.watermarks[stream.key]) == (0, 0, None)
-        add(redis_conn, stream, 50)
+        append(redis_conn, stream.key, 50)
         second = driver.sweep()
         assert (second.folded_by[stream.key], second.removed_by[stream.key]) == (110, 110)
         assert redis_conn.xlen(stream.key) == 10 and second.folded == 110
+
+
+    def test_a_backlog_goes_in_one_beat(self, redis_conn, tmp_path, node_size):
+        """Like the plain trims (LIMIT 0), an archived stream's ~ trim is not capped by the server: one beat
+        folds and removes a backlog past 100 x node entries, so a fast producer cannot outrun the driver."""
+        node_size(10)  # the server's default cap for one ~ trim is now 1,000 entries
+        archive, stream = local(tmp_path), fresh()
+        appended = append(redis_conn, stream.key, 5_000)
+        report = RetentionDriver(redis_conn, [StreamPolicy(stream, MaxLen(100), archive=True)], archive=archive).sweep()
+        assert (report.folded_by[stream.key], report.removed_by[stream.key]) == (4_900, 4_900)
+        assert redis_conn.xlen(stream.key) == 100
+        assert_whole(redis_conn, stream, archive, appended)
 
 
 class TestFailingFold:
@@ -223,11 +229,11 @@ class TestFailingFold:
         """A stream whose fold fails is not trimmed that beat, and says why; the other streams are trimmed."""
         archive = local(tmp_path)
         bad, good, plain = fresh(), fresh(), fresh()
-        add(redis_conn, bad, 30)
+        append(redis_conn, bad.key, 30)
         redis_conn.xadd(bad.key, {b"\xff": b"not a field name the format holds"})
-        add(redis_conn, bad, 30)
+        append(redis_conn, bad.key, 30)
         for stream in (good, plain):
-            add(redis_conn, stream, 61)
+            append(redis_conn, stream.key, 61)
         metrics = DriverMetrics()
         driver = RetentionDriver(redis_conn, [StreamPolicy(bad, MaxLen(5, approx=False), archive=True),
                                               StreamPolicy(good, MaxLen(5, approx=False), archive=True),
@@ -260,7 +266,7 @@ class TestFailingFold:
         bad, good = fresh(), fresh()
         archive = FaultyArchive(str(tmp_path / "faulty"), key=bad.key, step=step,
                                 fault=ArchiveUnavailable("the store refused the write"))
-        appended = {stream.key: add(redis_conn, stream, 200) for stream in (bad, good)}
+        appended = {stream.key: append(redis_conn, stream.key, 200) for stream in (bad, good)}
         policy = [StreamPolicy(stream, MaxLen(20, approx=False), archive=True) for stream in (bad, good)]
         driver = RetentionDriver(redis_conn, policy, archive=archive)
         failed = driver.sweep()
@@ -279,8 +285,8 @@ class TestFailingFold:
         options = dict(seaweed_server.archive_options(), secret_access_key="wrong")
         denied = Archive(seaweed_server.archive_url(prefix), **options)
         archived, plain = fresh(), fresh()
-        appended = add(redis_conn, archived, 100)
-        add(redis_conn, plain, 100)
+        appended = append(redis_conn, archived.key, 100)
+        append(redis_conn, plain.key, 100)
         policy = [StreamPolicy(archived, MaxLen(10, approx=False), archive=True), (plain, MaxLen(10, approx=False))]
         report = RetentionDriver(redis_conn, policy, archive=denied).sweep()
         assert isinstance(report.fold_failures[archived.key], ArchiveAccessDenied)
@@ -305,8 +311,8 @@ class TestCrashBetweenFoldAndTrim:
         """INV-IDEMPOTENT: a beat dies mid-fold; a restarted driver beats again: nothing lost, nothing twice."""
         stream, other = fresh(), fresh()
         url = str(tmp_path / "crashing")
-        appended = add(redis_conn, stream, 500)
-        add(redis_conn, other, 500)
+        appended = append(redis_conn, stream.key, 500)
+        append(redis_conn, other.key, 500)
         policy = [StreamPolicy(stream, MaxLen(100, approx=False), archive=True),
                   StreamPolicy(other, MaxLen(100, approx=False), archive=True)]
         crashing = FaultyArchive(url, key=stream.key, step=step, fault=Crash(step), after=after)
@@ -314,7 +320,7 @@ class TestCrashBetweenFoldAndTrim:
             RetentionDriver(redis_conn, policy, archive=crashing).sweep()
         assert redis_conn.xlen(stream.key) == 500, "the crash came before the trim"
         assert_whole(redis_conn, stream, Archive(url), appended)
-        appended += add(redis_conn, stream, 50)
+        appended += append(redis_conn, stream.key, 50)
         restarted = Archive(url)  # a new process: nothing remembered but what is stored
         reports = [RetentionDriver(redis_conn, policy, archive=restarted).sweep() for _ in range(2)]
         assert all(report.ok for report in reports)
@@ -387,8 +393,8 @@ class TestAsyncTwin:
 
         archive = Watched(str(tmp_path / "watched"))
         archived, plain = fresh(), fresh()
-        appended = add(redis_conn, archived, 80)
-        add(redis_conn, plain, 80)
+        appended = append(redis_conn, archived.key, 80)
+        append(redis_conn, plain.key, 80)
         policy = [StreamPolicy(archived, MaxLen(30, approx=False), archive=True), (plain, MaxLen(30, approx=False))]
 
         async def scenario() -> tuple[SweepReport, int]:

@@ -73,7 +73,7 @@ import redis.exceptions
 
 from retain._redis import map_error
 from retain.errors import InvalidPolicy, RetainError, ServerUnavailable
-from retain.streams.policy import Policy, PolicyEntry, TrimCall, checked_archive, decide
+from retain.streams.policy import UNLIMITED, Policy, PolicyEntry, TrimCall, checked_archive, decide
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, obstore) is loaded by a driver that archives.
@@ -260,7 +260,7 @@ class _Driver:
             try:
                 result = fold_then_trim(conn, entry.stream, self.archive, entry.window, now,
                                         segment_entries=segment_entries, min_entries=self.fold_min_entries,
-                                        progress=watch)
+                                        progress=watch, limit=UNLIMITED)
             except RetainError as error:
                 beat.failures[key] = error
                 if not watch.trimming:

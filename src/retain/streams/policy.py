@@ -35,11 +35,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Policy", "PolicyEntry", "StreamPolicy", "TrimCall", "decide"]
 
-#: Sent after ``~`` windows. Without it the server caps one approximate XTRIM at
-#: 100 x stream-node-max-entries entries (10,000 by default), so a producer adding
-#: more than that per beat would outrun the driver for ever. Whole nodes only still
-#: hold: LIMIT bounds the work of a call, not where it may cut.
-UNLIMITED = ("LIMIT", "0")
+#: ``LIMIT 0``, sent after ``~`` windows. Without it the server caps one approximate
+#: XTRIM at 100 x stream-node-max-entries entries (10,000 by default), so a producer
+#: adding more than that per beat would outrun the driver for ever. Whole nodes only
+#: still hold: LIMIT bounds the work of a call, not where it may cut.
+UNLIMITED = 0
 
 
 @dataclass(frozen=True)
@@ -195,5 +195,4 @@ def decide(policy: Policy | Iterable[PolicyEntry], now: datetime) -> tuple[TrimC
 
 
 def _call(entry: StreamPolicy, window: MaxLen | MinId) -> TrimCall:
-    command = xtrim_command(entry.stream, window)
-    return TrimCall(entry, window, command + UNLIMITED if window.approx else command)
+    return TrimCall(entry, window, xtrim_command(entry.stream, window, limit=UNLIMITED))
