@@ -261,11 +261,11 @@ class TestFailingFold:
 
     @pytest.mark.parametrize("step", ["put_segment", "put_manifest"])
     def test_a_store_refusing_writes(self, redis_conn, tmp_path, step):
-        """A store that fails one stream's writes (a fault injected) leaves that stream untrimmed, the other
-        trimmed; once the store recovers, the next beat folds on from W and trims."""
+        """A store that refuses one stream's writes (a fault injected) leaves that stream untrimmed, the other
+        trimmed; once the store relents, the next beat folds on from W and trims."""
         bad, good = fresh(), fresh()
         archive = FaultyArchive(str(tmp_path / "faulty"), key=bad.key, step=step,
-                                fault=ArchiveUnavailable("the store refused the write"))
+                                fault=ArchiveAccessDenied("the store refused the write"))
         appended = {stream.key: append(redis_conn, stream.key, 200) for stream in (bad, good)}
         policy = [StreamPolicy(stream, MaxLen(20, approx=False), archive=True) for stream in (bad, good)]
         driver = RetentionDriver(redis_conn, policy, archive=archive)
@@ -277,6 +277,26 @@ class TestFailingFold:
         assert healed.ok and dict(healed.removed_by) == {bad.key: 180, good.key: 0}
         for stream in (bad, good):
             assert_whole(redis_conn, stream, archive, appended[stream.key])
+
+    def test_an_unavailable_store_is_waited_out_once_a_beat(self, redis_conn, tmp_path):
+        """Once the store is unavailable, the archived streams after it fail at once with that error (each
+        would wait out the store's retries again); plain streams are trimmed; the next beat tries them all."""
+        first, second, plain = fresh(), fresh(), fresh()
+        archive = FaultyArchive(str(tmp_path / "down"), key=first.key, step="put_segment",
+                                fault=ArchiveUnavailable("the store could not be reached"))
+        for stream in (first, second, plain):
+            append(redis_conn, stream.key, 50)
+        policy = [StreamPolicy(first, MaxLen(10, approx=False), archive=True),
+                  StreamPolicy(second, MaxLen(10, approx=False), archive=True), (plain, MaxLen(10, approx=False))]
+        driver = RetentionDriver(redis_conn, policy, archive=archive)
+        down = driver.sweep()
+        assert set(down.fold_failures) == {first.key, second.key} and dict(down.removed_by) == {plain.key: 40}
+        skipped = down.fold_failures[second.key]
+        assert isinstance(skipped, ArchiveUnavailable) and skipped.__cause__ is down.fold_failures[first.key]
+        assert str(skipped).startswith(f"not folded this beat: the archive was unavailable to {first.key}")
+        assert archive.manifest(second).number == 0 and redis_conn.xlen(second.key) == 50
+        archive.key = None  # the store is back
+        assert driver.sweep().removed_by == {plain.key: 0, first.key: 40, second.key: 40}
 
     def test_s3_refusing_the_credentials(self, redis_conn, seaweed_server):
         """SeaweedFS refusing the driver's credentials: archived streams are not trimmed, the plain one is;

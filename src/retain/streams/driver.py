@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 import redis.exceptions
 
 from retain._redis import map_error
-from retain.errors import InvalidPolicy, RetainError, ServerUnavailable
+from retain.errors import ArchiveUnavailable, InvalidPolicy, RetainError, ServerUnavailable
 from retain.streams.policy import UNLIMITED, Policy, PolicyEntry, TrimCall, checked_archive, decide
 
 if TYPE_CHECKING:
@@ -247,16 +247,23 @@ class _Driver:
 
         Blocking (the asyncio twin runs it on a worker thread). A
         :class:`~retain.errors.RetainError` is that stream's failure; anything
-        else is a bug, or a crash injected by a test, and ends the beat.
+        else is a bug, or a crash injected by a test, and ends the beat. Once
+        the archive is unavailable, the streams after it fail at once with that
+        error instead of each waiting out the store's retries again.
         """
         beat = _ArchivedBeat()
         if not self.policy.archived:
             return beat
         from retain.archive.fold import DEFAULT_SEGMENT_ENTRIES, fold_then_trim
 
+        # A fold refuses min_entries above segment_entries: segments grow to hold a larger batch.
         segment_entries = max(DEFAULT_SEGMENT_ENTRIES, self.fold_min_entries)
+        unavailable: ArchiveUnavailable | None = None
         for entry in self.policy.archived:
             key, watch = entry.key, _TrimWatch()
+            if unavailable is not None:
+                beat.failures[key] = beat.fold_failures[key] = unavailable
+                continue
             try:
                 result = fold_then_trim(conn, entry.stream, self.archive, entry.window, now,
                                         segment_entries=segment_entries, min_entries=self.fold_min_entries,
@@ -265,6 +272,10 @@ class _Driver:
                 beat.failures[key] = error
                 if not watch.trimming:
                     beat.fold_failures[key] = error
+                    if isinstance(error, ArchiveUnavailable):
+                        unavailable = ArchiveUnavailable(f"not folded this beat: the archive was unavailable "
+                                                         f"to {key} ({error})")
+                        unavailable.__cause__ = error
                 continue
             beat.folded_by[key] = result.fold.entries
             beat.watermarks[key] = result.fold.watermark
