@@ -27,7 +27,7 @@ from retain.streams import (AsyncRetentionDriver, DriverMetrics, RawKey, Retenti
 from retain.windows import MaxLen
 from tests.archive.conftest import archived_ids, numeric
 from tests.streams.test_driver import Reports, append, wait_for
-from tests.streams.test_trim import node_size  # noqa: F401 (fixture)
+from tests.streams.conftest import node_size  # noqa: F401 (fixture)
 from tests.streams.test_metrics import samples
 
 _names = itertools.count()
@@ -48,7 +48,8 @@ def live_ids(conn, stream) -> list[bytes]:
 class Producers:
     """Threads that append batches to streams until the block ends; what each appended, in append order."""
 
-    def __init__(self, server: RedisServer, streams, *, threads: int = 1, batch: int = 20, pause: float = 0.001) -> None:
+    def __init__(self, server: RedisServer, streams, *, threads: int = 1, batch: int = 20,
+                 pause: float = 0.001) -> None:
         self.server, self.streams, self.batch, self.pause = server, list(streams), batch, pause
         self._appended: dict[str, list[bytes]] = {stream.key: [] for stream in self.streams}
         self._lock = threading.Lock()
@@ -428,6 +429,7 @@ class TestAsyncTwin:
 
         report, loop_thread = asyncio.run(scenario())
         assert dict(report.removed_by) == {plain.key: 50, archived.key: 50}
-        assert dict(report.folded_by) == {archived.key: 50} and dict(report.lengths) == {plain.key: 30, archived.key: 30}
+        assert dict(report.folded_by) == {archived.key: 50}
+        assert dict(report.lengths) == {plain.key: 30, archived.key: 30}
         assert threads and loop_thread not in threads
         assert_whole(redis_conn, archived, archive, appended)

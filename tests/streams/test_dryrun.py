@@ -125,8 +125,8 @@ class TestArchivedPreview:
         assert writes(redis_conn) == set() and archive.manifest(RawKey("archived")).number == 1
         assert (row.archived, row.watermark, row.folds, row.length, row.outside, row.keeps) == (
             True, StreamId(*ids[29]), 40, 100, 70, 30)
-        assert row.describe() == (f"archived  MAXLEN = 30  archived, W {ids[29][0]}-{ids[29][1]}  length 100  keeps 30  "
-                                  "a fold now archives 40, then a trim removes 70")
+        assert row.describe() == (f"archived  MAXLEN = 30  archived, W {ids[29][0]}-{ids[29][1]}  length 100  "
+                                  "keeps 30  a fold now archives 40, then a trim removes 70")
 
     def test_needs_an_archive(self, redis_conn):
         """An archived entry with no archive is refused before any read."""

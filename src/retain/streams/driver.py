@@ -148,9 +148,9 @@ class SweepReport:
         return any(isinstance(error, ServerUnavailable) for error in self.failures.values())
 
     def summary(self) -> str:
-        """One line for a log: ``beat at <instant>: removed 120 entries in 3 trims, folded 80 entries, 1 failed, 1.2 ms``.
+        """One line for a log, such as ``beat at <instant>: removed 120 entries in 3 trims, 1 failed, 1.2 ms``.
 
-        ``folded …`` appears when the beat had archived streams.
+        With archived streams it also says ``folded 80 entries`` after the trims.
         """
         failed = f", {len(self.failures)} failed" if self.failures else ""
         folded = f", folded {_count(self.folded, 'entry', 'entries')}" if self.folded_by or self.fold_failures else ""

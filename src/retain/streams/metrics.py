@@ -5,7 +5,7 @@
 | ``retain_stream_removed_total`` | counter | ``stream`` |
 | ``retain_stream_trim_failures_total`` | counter | ``stream``, ``error`` (class name) |
 | ``retain_stream_folded_total`` | counter (archived streams) | ``stream`` |
-| ``retain_stream_fold_failures_total`` | counter (archived streams; such a stream is not trimmed that beat) | ``stream``, ``error`` |
+| ``retain_stream_fold_failures_total`` | counter (archived streams, then not trimmed) | ``stream``, ``error`` |
 | ``retain_stream_length`` | gauge (after the last trim; needs ``measure_lengths``) | ``stream`` |
 | ``retain_beat_duration_seconds`` | histogram | |
 | ``retain_beats_total`` | counter | |

@@ -138,9 +138,10 @@ def checked_archive(policy: Policy, archive: Any) -> Archive | None:
     if archive is None:
         if policy.archived:
             entry = policy.archived[0]
-            raise InvalidPolicy(f"policy entry #{policy.entries.index(entry) + 1} ({entry.key}) has archive=True, but no "
-                                "archive was given to fold into: pass archive=Archive('file:///var/lib/retain') "
-                                "(or an s3:// one), or set the entry's archive to False")
+            number = policy.entries.index(entry) + 1
+            raise InvalidPolicy(f"policy entry #{number} ({entry.key}) has archive=True, but no archive was given "
+                                "to fold into: pass archive=Archive('file:///var/lib/retain') (or an s3:// one), "
+                                "or set the entry's archive to False")
         return None
     from retain.archive import Archive
 
