@@ -20,7 +20,8 @@ import redis
 import redis.asyncio
 
 from retain.archive import Archive, StreamId, read
-from retain.errors import ArchiveAccessDenied, ArchiveUnavailable, InvalidPolicy, UnarchivableEntry
+from retain.errors import (ArchiveAccessDenied, ArchiveObjectExists, ArchiveUnavailable, InvalidPolicy,
+                           UnarchivableEntry)
 from retain.servers import RedisServer
 from retain.streams import (AsyncRetentionDriver, DriverMetrics, RawKey, RetentionDriver, StreamPolicy, StreamRef,
                             SweepReport)
@@ -198,6 +199,32 @@ class TestFoldThroughTheDriver:
         assert folded > 1_000 and folded == archive.manifest(stream).entries
         assert_whole(redis_conn, stream, archive, producers.appended(stream))
         assert archive.streams() == [stream.key]
+
+    def test_two_drivers_on_one_stream(self, redis_server, tmp_path):
+        """INV-FENCE through the driver: two drivers (two daemons by mistake) beating on one stream and one
+        archive under producers never archive a range twice, and the merge-read stays whole."""
+        stream, url = fresh(), str(tmp_path / "shared")
+        policy = [StreamPolicy(stream, MaxLen(50), archive=True)]
+        reports = Reports()
+        races: list[str] = []
+
+        class Fenced(Archive):
+            def put_manifest(self, manifest):
+                try:
+                    super().put_manifest(manifest)
+                except ArchiveObjectExists:
+                    races.append(manifest.stream)  # the other driver wrote this step of W first
+                    raise
+
+        with redis_server.client() as one, redis_server.client() as two:
+            drivers = [RetentionDriver(conn, policy, archive=Fenced(url), tick=0.005, on_report=reports)
+                       for conn in (one, two)]
+            with Producers(redis_server, [stream], batch=10) as producers, drivers[0], drivers[1]:
+                wait_for(lambda: sum(report.folded for report in reports.since(0)) >= 2_000 and len(races) >= 3,
+                         "both drivers to fold under the producers, racing for W")
+            assert all(report.ok for report in reports.since(0))
+            drivers[0].sweep()
+            assert_whole(one, stream, Archive(url), producers.appended(stream))
 
     def test_fold_min_entries(self, redis_conn, tmp_path):
         """With fewer than fold_min_entries waiting a beat folds none (and trims nothing unarchived); then all."""
