@@ -4,6 +4,7 @@ INV-FOLD through the driver (producers appending, every id gone from the live st
 and in a segment), a failing fold leaves that stream untrimmed while the others are trimmed,
 INV-IDEMPOTENT (a beat re-run after a crash between its fold and its trim loses nothing, archives
 nothing twice), INV-MERGE (a reader merge-reads while the thread runner folds and trims under producers),
+INV-FENCE (two drivers on one stream race for W and archive no range twice),
 INV-VALIDATE (an archived entry with no archive is refused at construction, before any I/O).
 """
 

@@ -288,8 +288,8 @@ def _stream(table: dict[str, Any], prefix: str, where: _Where) -> StreamRef | Ra
     values = {"queue": table["queue"], "name": table["name"],
               "prefix": _string(table, "prefix", where, default=prefix)}
     # StreamRef checks all three parts at once; probe each alone to name the field that is wrong.
-    for field, probe in _PROBES.items():
-        _checked(lambda: probe(values[field]), where, field)
+    for part, probe in _PROBES.items():
+        _checked(lambda: probe(values[part]), where, part)
     return StreamRef(values["queue"], values["name"], values["prefix"])
 
 
