@@ -203,7 +203,8 @@ class TestVerbs:
         ({"drop": {"scope": "nope"}}, "not_found", "no scope named 'nope'"),
         ({"compact": {"now": "yesterday"}}, "invalid_request", "now must be an RFC 3339 time"),
         ({"get": {"at": 5}}, "invalid_request", "at must be a commit number"),
-        ({"retain": {}}, "unsupported", "unsupported operation: request type 'retain'"),
+        ({"retain": {}}, "invalid_retain", "retain: what is a non-empty list of rules"),
+        ({"frobnicate": {}}, "unsupported", "unsupported operation: request type 'frobnicate'"),
         ({"get": [1]}, "invalid_request", "the body of 'get' is a map"),
         ({"get": {}, "list": {}}, "invalid_request", "exactly one verb"),
     ])
