@@ -7,7 +7,7 @@ records in one transaction after :meth:`Draft.check`, or drops them whole.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from retain.errors import InvalidRequest, NotFound, PreconditionFailed, SchemaViolation
@@ -22,6 +22,7 @@ from retain.logd.view import Location, View, check_data, dumps, leaves, locate, 
 __all__ = ["Draft"]
 
 _KEEP_SUBTREE = 64  # rows of one scanned subtree a draft keeps for a second read
+_AFTER_SEP = chr(ord(SEP) + 1)  # above SEP, below every key character: key + _AFTER_SEP ends key's subtree
 
 
 class Draft:
@@ -80,6 +81,35 @@ class Draft:
             yield row
         if rows is not None:
             self._scanned[key] = rows
+
+    def prefetch(self, paths: Iterable[Path]) -> None:
+        """Read the records at many sibling places in one range scan, before the precondition and the ops
+        read them one by one: a batch of deletes of a container's items (a retain batch) is one query
+        instead of two per item. A read cache only: it holds what the draft would have read anyway."""
+        siblings: dict[str, set[str]] = {}
+        for path in paths:
+            try:
+                key = _key(path)
+            except NotFound:
+                continue  # a position inside a dense array is no record of its own
+            if key:
+                siblings.setdefault(key[:key.rfind(SEP)], set()).add(key)
+        for parent, keys in siblings.items():
+            if len(keys) < 2 or self.row(parent) is None:
+                continue  # one place is read as cheaply alone; under no parent there is nothing to read
+            found: dict[str, list[Row]] = {key: [] for key in keys}
+            ordered = sorted(keys)
+            start = len(parent) + 1
+            for row in self.view.rows(ordered[0], end=ordered[-1] + _AFTER_SEP):
+                cut = row.key.find(SEP, start)
+                subtree = found.get(row.key if cut < 0 else row.key[:cut])
+                if subtree is not None:  # rows of the siblings between them are passed over
+                    subtree.append(row)
+            for key, rows in found.items():
+                own = rows[0] if rows and rows[0].key == key else None
+                self._read.setdefault(key, None if own is None or own.kind == GONE else own)
+                if len(rows) <= _KEEP_SUBTREE:
+                    self._scanned.setdefault(key, rows)
 
     def _pend(self, row: Row) -> None:
         """Add a pending record version, indexed under its parent so subtrees are found without a scan."""

@@ -93,12 +93,13 @@ class View:
                 cut = key.rfind(SEP, 0, cut)
         return row
 
-    def rows(self, key: str, *, children: bool = False) -> Iterator[Row]:
-        """Every record version visible in ``key``'s subtree, tombstones included, in key order."""
-        base = self.backend.scan(BASELINE, key, self.at, children=children)
+    def rows(self, key: str, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
+        """Every record version visible in ``key``'s subtree (with ``end``: from ``key`` up to ``end``),
+        tombstones included, in key order."""
+        base = self.backend.scan(BASELINE, key, self.at, children=children, end=end)
         if self.scope == BASELINE:
             return base
-        return merge(base, self.backend.scan(self.scope, key, self.at, children=children))
+        return merge(base, self.backend.scan(self.scope, key, self.at, children=children, end=end))
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,32 +172,35 @@ def _assemble(reader: Reader, key: str, row: Row, budget: int | None, path: Path
 def _children(reader: Reader, key: str, row: Row, budget: int | None, path: Path) -> Iterator[tuple[str, Any]]:
     """The record children of the record at ``key``, each with its whole subtree, in key order, each one
     yielded as soon as it is whole (a key-ordered scan is a pre-order walk), so a caller can stream them."""
-    stack: list[tuple[str, Any, int]] = [(key, None, row.kind)]
+    # The hot loop of every big read: locals, and each record's prefix (key + SEP) made once.
+    stack: list[tuple[str, Any, int]] = [(key + SEP, None, row.kind)]  # (prefix, value, kind) down to here
     current: tuple[str, Any] | None = None  # the child being assembled
-    count = 1
+    count, limit, loads = 1, budget, json.loads
     for found in reader.rows(key):
-        if found.kind == GONE or found.key == key:
+        found_key, kind = found.key, found.kind
+        if kind == GONE or found_key == key:
             continue
-        while not found.key.startswith(stack[-1][0] + SEP):
+        while not found_key.startswith(stack[-1][0]):
             stack.pop()
-        parent_key, parent, parent_kind = stack[-1]
-        if found.key.rfind(SEP) != len(parent_key):
+        parent_prefix, parent, parent_kind = stack[-1]
+        name = found_key[len(parent_prefix):]
+        if SEP in name:
             continue  # an orphan: its parent is not visible here
         count += 1
-        if budget is not None and count > budget:
-            raise ReadBudgetExceeded(f"reading {path or 'the root'} touches more than {budget} records "
-                                     f"(storage.readBudget = {budget}); raise storage.readBudget or split "
+        if limit is not None and count > limit:
+            raise ReadBudgetExceeded(f"reading {path or 'the root'} touches more than {limit} records "
+                                     f"(storage.readBudget = {limit}); raise storage.readBudget or split "
                                      "the collection")
-        value: Any = leaves(found) if found.kind == MAP else []
+        value: Any = (loads(found.value) if found.value else {}) if kind == MAP else []
         if parent is None:  # a child of the top record: the one before it is whole
             if current is not None:
                 yield current
-            current = (found.key[len(key) + 1:], value)
+            current = (name, value)
         elif parent_kind == MAP:
-            parent[found.key[len(parent_key) + 1:]] = value
+            parent[name] = value
         else:
             parent.append(value)
-        stack.append((found.key, value, found.kind))
+        stack.append((found_key + SEP, value, kind))
     if current is not None:
         yield current
 
