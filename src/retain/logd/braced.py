@@ -18,10 +18,12 @@ block document it stands for::
       what:
       - ...
 
-:func:`unbrace` turns the first into the second; the loader tries it only when a document
-does not parse as YAML, so no document that is YAML changes meaning. The shape is exact:
-a first line of one or more ``{NAME:`` openers ending in ``{`` (a comment may follow), a last
-line of as many ``}`` as there are ``{``, block content between. :func:`brace` writes a
+:func:`unbrace` turns the first into the second. The shape is exact: a first line of one
+or more ``{NAME:`` openers ending in ``{`` (a comment may follow), a last line of as many ``}``
+as there are ``{``, and between them block content, so no line ends in a comma (a line that
+does is flow YAML, read as such). The loader reads a document of this shape as its block form
+first: block content inside braces is seldom valid flow YAML, and when it is (one entry),
+it means the same, except for slips that flow YAML would read as something else. :func:`brace` writes a
 document in that shape, as the seed prints answers.
 
 Example:

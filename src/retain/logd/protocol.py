@@ -11,9 +11,9 @@ Loading is safe by construction: documents are read from the YAML *event* stream
   timestamp stays a string: the tree holds RFC 3339 strings, not datetimes;
 - map keys are strings as written (``1: a`` has the key ``"1"``); a duplicate key is refused.
 
-A document that is not YAML but has seed 004's braced shape -- ``{retain: {`` on the first
-line, block content, ``}}`` on the last -- reads as the block document it stands for
-(:mod:`retain.logd.braced`); :func:`dump_braced` writes answers in that shape.
+A document in seed 004's braced shape -- ``{retain: {`` on the first line, block content,
+``}}`` on the last -- reads as the block document it stands for (:mod:`retain.logd.braced`),
+and as plain YAML only when that fails; :func:`dump_braced` writes answers in that shape.
 
 A document whose text parses as JSON is JSON, with tags spelled ``{"!or": [...]}``
 (see :mod:`retain.logd.tags`); it is answered in JSON. Everything else is YAML
@@ -101,14 +101,18 @@ def load(data: bytes | str, limits: Limits = Limits()) -> tuple[Any, Format]:
         else:
             _check_depth(value, limits.max_depth)
             return from_plain(value), "json"
+    braced = unbrace(text)
+    if braced is None:
+        return from_plain(_load_yaml(text, limits)), "yaml"
+    # Braced first: block content in braces is seldom YAML, and when it is, it may not mean what it shows.
+    block, line_shift = braced
     try:
-        value = _load_yaml(text, limits)
-    except _NotYaml:
-        braced = unbrace(text)
-        if braced is None:
-            raise
-        block, line_shift = braced
         value = _load_yaml(block, limits, line_shift)
+    except _NotYaml as not_block:
+        try:
+            value = _load_yaml(text, limits)  # flow YAML that happens to have the braced shape
+        except _NotYaml:
+            raise not_block from None
     return from_plain(value), "yaml"
 
 
