@@ -222,7 +222,7 @@ class TestStoreRefusals:
         assert message.startswith("retain rule 2 of 2 (jobs.*) failed: jobs: 43 items, fewer than 100 "
                                   "(schema rule jobs: minItems 100)")
         assert message.endswith("The rules before it ran and their deletes are committed: events(*) deleted 12 "
-                                "(commit 5); this rule's earlier batches deleted theirs (commit 6).")
+                                "(commit 5); this rule's earlier batches deleted 200 (commit 6).")
         assert refused.value.code == "schema_violation" and store.head == 6
         assert len(ops.list("jobs.*").items) == 143  # 200 deleted in commit 6, the batch of 100 refused whole
 

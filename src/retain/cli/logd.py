@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from retain.logd.protocol import Limits
 
-__all__ = ["logd"]
+__all__ = ["logd", "session_options"]
 
 DEFAULT_LISTEN = "127.0.0.1:7420"
 
@@ -81,13 +82,22 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
             click.echo("logd stopped", err=True)
 
 
+def session_options(function: Any) -> Any:
+    """FILE, --connect, --author, --scope and --json: what every command sending documents to a logd takes."""
+    for option in reversed([
+        click.argument("file", type=click.File("r")),
+        click.option("--connect", "address", default=DEFAULT_LISTEN, show_default=True, envvar="RETAIN_LOGD",
+                     show_envvar=True, help="The logd to send to: HOST:PORT, or unix:PATH."),
+        click.option("--author", help="The session's author (each request may still name its own)."),
+        click.option("--scope", help="Work in this scope: reads see it over the baseline, writes land in it."),
+        click.option("--json", "as_json", is_flag=True, help="Print answers as JSON, one per line, instead of YAML."),
+    ]):
+        function = option(function)
+    return function
+
+
 @logd.command("request")
-@click.argument("file", type=click.File("r"))
-@click.option("--connect", "address", default=DEFAULT_LISTEN, show_default=True, envvar="RETAIN_LOGD",
-              show_envvar=True, help="The logd to send to: HOST:PORT, or unix:PATH.")
-@click.option("--author", help="The session's author (each request may still name its own).")
-@click.option("--scope", help="Work in this scope: reads see it over the baseline, writes land in it.")
-@click.option("--json", "as_json", is_flag=True, help="Print answers as JSON, one per line, instead of YAML.")
+@session_options
 def request_command(file: click.utils.LazyFile, address: str, author: str | None, scope: str | None,
                     as_json: bool) -> None:
     """Send the documents in FILE (or - for stdin) pipelined, and print each answer.
@@ -118,15 +128,10 @@ def request_command(file: click.utils.LazyFile, address: str, author: str | None
 
 
 @logd.command("retain")
-@click.argument("file", type=click.File("r"))
-@click.option("--connect", "address", default=DEFAULT_LISTEN, show_default=True, envvar="RETAIN_LOGD",
-              show_envvar=True, help="The logd to send to: HOST:PORT, or unix:PATH.")
+@session_options
 @click.option("--now", help="Age by this RFC 3339 time instead of the file's now (or the server's clock).")
-@click.option("--author", help="The session's author: the delete commits' author unless the request names one.")
-@click.option("--scope", help="Run in this scope: it reads the scope's view and deletes in the scope only.")
-@click.option("--json", "as_json", is_flag=True, help="Print the answer as one line of JSON instead of YAML.")
-def retain_command(file: click.utils.LazyFile, address: str, now: str | None, author: str | None,
-                   scope: str | None, as_json: bool) -> None:
+def retain_command(file: click.utils.LazyFile, address: str, author: str | None, scope: str | None, as_json: bool,
+                   now: str | None) -> None:
     """Send the retain request in FILE (or - for stdin) and print the answer.
 
     FILE holds one document: {retain: {now?, batch?, author?, what: [rules]}}

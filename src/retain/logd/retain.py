@@ -128,7 +128,7 @@ def run_retain(session: Session, request: RetainRequest | Mapping[str, Any], *,
     now = request.now if request.now is not None else session.store.clock()
     done: list[RuleResult] = []
     for index, rule in enumerate(request.rules):
-        committed: list[int] = []
+        committed: list[tuple[int, int]] = []  # (commit, items) of this rule's batches so far
         try:
             done.append(_run_rule(session, request, index, rule, now, committed, before_batch))
         except LogdError as exc:
@@ -138,7 +138,7 @@ def run_retain(session: Session, request: RetainRequest | Mapping[str, Any], *,
 
 
 def _run_rule(session: Session, request: RetainRequest, index: int, rule: RetainRule, now: datetime,
-              committed: list[int], before_batch: BeforeBatch | None) -> RuleResult:
+              committed: list[tuple[int, int]], before_batch: BeforeBatch | None) -> RuleResult:
     schema = session.store.schema
     view = session.view()
     items = _read(view, rule, schema, session.store.settings.read_budget)
@@ -157,9 +157,10 @@ def _run_rule(session: Session, request: RetainRequest, index: int, rule: Retain
         except PreconditionFailed:
             skipped += len(batch)  # the state moved under the pass; asking again reads it afresh
             continue
-        committed.append(written.commit)
+        committed.append((written.commit, len(batch)))
         deleted += len(batch)
-    return RuleResult(str(rule.path), deleted, selection.unreadable, skipped, view.at, tuple(committed))
+    return RuleResult(str(rule.path), deleted, selection.unreadable, skipped, view.at,
+                      tuple(commit for commit, _ in committed))
 
 
 def _read(view: View, rule: RetainRule, schema: Schema, budget: int) -> Iterator[tuple[str, Any]]:
@@ -219,14 +220,15 @@ def _shape(view: View, container: Path) -> str:
 
 
 def _failed(exc: LogdError, request: RetainRequest, index: int, done: list[RuleResult],
-            committed: list[int]) -> LogdError:
+            committed: list[tuple[int, int]]) -> LogdError:
     """The same error, saying which rule failed and what the rules before it already committed."""
     rule = request.rules[index]
     ran = "; ".join(f"{result.path} deleted {result.deleted}{_in_commits(result.commits)}" for result in done)
     before = f"The rules before it ran and their deletes are committed: {ran}" if done else \
         "No rule ran before it"
     if committed:
-        before += f"; this rule's earlier batches deleted theirs{_in_commits(tuple(committed))}"
+        deleted = sum(items for _, items in committed)
+        before += f"; this rule's earlier batches deleted {deleted}{_in_commits(tuple(c for c, _ in committed))}"
     message = f"retain rule {index + 1} of {len(request.rules)} ({rule.path}) failed: {exc}. {before}."
     failed = copy.copy(exc)  # the same class and code, with the context added
     failed.args = (message,)
