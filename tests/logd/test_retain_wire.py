@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -300,6 +303,24 @@ class TestSchedule:
         assert [answer["result"]["retain"]["deleted"] for _, answer in answers] == [1, 1]
         assert describe_answer(answers[0][1]) == "retain at 2026-09-13T08:00:00Z: deleted 1 (jobs.*: 1), commit 2"
         assert store.session().get("jobs").value == {}
+
+    def test_daemon_process(self, served, store, tmp_path):
+        """retain logd schedule as a real process: it beats until SIGTERM, logs each answer, and exits 0."""
+        store.session().patch([{"set": "jobs", "value": {
+            "old": {"status": "done", "updatedAt": "2000-01-01T00:00:00Z"},
+            "young": {"status": "done", "updatedAt": "2999-01-01T00:00:00Z"}}}])
+        policy = tmp_path / "retain-jobs.toml"
+        policy.write_text(f'connect = "{served.address[0]}:{served.address[1]}"\n' + SCHEDULE)
+        process = subprocess.Popen([sys.executable, "-c", "from retain.cli import main; main()", "logd", "schedule",
+                                    str(policy)], stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: store.head >= 2 and process.poll() is None, what="the first beat's delete")
+        finally:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=30) == 0
+        log = process.stderr.read()
+        assert "retain schedule from" in log and "deleted 1 (jobs.*: 1)" in log and "stopped after" in log
+        assert list(store.session().list("jobs.*").items) == ["young"]
 
     def test_unreachable(self):
         """A logd that cannot be reached is reported for that beat; the schedule goes on."""
