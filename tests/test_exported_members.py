@@ -46,11 +46,14 @@ def test_archive():
 
 
 def test_logd():
-    """retain.logd exports the store, its sessions and results, the wire's clients and server, the tags."""
+    """retain.logd exports the store, its sessions and results, the wire's clients and server, the tags,
+    and the retain request: its rules, the pure selection, the pass and its results."""
     assert sorted(retain.logd.__all__) == sorted([
         "AsyncClient", "AutoId", "Backend", "Client", "Compaction", "Delta", "Listing", "LogdKey", "LogdServer",
         "Or", "Path", "Raw", "Read", "Schema", "ScopeInfo", "ServerThread", "Session", "Settings", "SqliteBackend",
         "Store", "Tier", "Written", "parse",
+        "RetainRequest", "RetainResult", "RetainRule", "RuleResult", "Selection", "parse_retain", "run_retain",
+        "select",
     ])
 
 
@@ -59,7 +62,8 @@ def test_logd_errors():
     assert {name: cls.code for name, cls in vars(retain.errors).items()
             if isinstance(cls, type) and issubclass(cls, retain.errors.LogdError)} == {
         "LogdError": "storage_error", "InvalidRequest": "invalid_request", "InvalidPath": "invalid_request",
-        "InvalidDocument": "invalid_request", "PreconditionFailed": "precondition_failed",
+        "InvalidDocument": "invalid_request", "InvalidRetain": "invalid_retain",
+        "PreconditionFailed": "precondition_failed",
         "SchemaViolation": "schema_violation", "StorageError": "storage_error",
         "ReadBudgetExceeded": "storage_error", "Unsupported": "unsupported", "NotFound": "not_found",
         "Compacted": "compacted",

@@ -22,7 +22,8 @@
     └── LogdError                          a logd request failed; ``code`` is its wire error code
         ├── InvalidRequest (InvalidInput)  invalid_request: cannot mean what it says; nothing ran
         │   ├── InvalidPath                a path outside the grammar, the offending character named
-        │   └── InvalidDocument            YAML/JSON refused: syntax, tag, alias, size or depth
+        │   ├── InvalidDocument            YAML/JSON refused: syntax, tag, alias, size or depth
+        │   └── InvalidRetain              invalid_retain: a retain request or rule that cannot mean what it says
         ├── PreconditionFailed             precondition_failed: the state did not match; nothing written
         ├── SchemaViolation                schema_violation: the schema forbids the write (path, constraint)
         ├── StorageError                   storage_error: the store failed underneath
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidPath",
     "InvalidPolicy",
     "InvalidRequest",
+    "InvalidRetain",
     "InvalidSettings",
     "InvalidStreamId",
     "InvalidStreamName",
@@ -140,6 +142,13 @@ class InvalidDocument(InvalidRequest):
     """A YAML or JSON document refused: syntax, an unregistered tag, an alias, its size or depth."""
 
 
+class InvalidRetain(InvalidRequest):
+    """A retain request that cannot mean what it says (refused before any rule runs), or a rule that
+    disagrees with the store it meets (``runs.*`` over a keyed array); the message names the rule."""
+
+    code = "invalid_retain"
+
+
 class PreconditionFailed(LogdError):
     """A patch's precondition did not hold of the current state; nothing was written."""
 
@@ -186,7 +195,7 @@ class Compacted(LogdError):
 
 #: wire code -> the class a client raises for it (the most general class of that code).
 LOGD_ERRORS: dict[str, type[LogdError]] = {
-    cls.code: cls for cls in (InvalidRequest, PreconditionFailed, SchemaViolation, StorageError,
+    cls.code: cls for cls in (InvalidRequest, InvalidRetain, PreconditionFailed, SchemaViolation, StorageError,
                               Unsupported, NotFound, Compacted)
 }
 
