@@ -10,7 +10,7 @@ from retain.archive.ids import MAX_PART, StreamId
 from retain.durations import UNITS
 
 __all__ = ["aware_instants", "docd_paths", "duration_texts", "logd_keys", "logd_paths", "logd_scalars", "logd_values",
-           "mount_tables", "stream_ids", "whole_second_durations"]
+           "mount_tables", "retain_items", "retain_stamps", "stream_ids", "whole_second_durations"]
 
 
 @st.composite
@@ -65,6 +65,36 @@ aware_instants = st.builds(
 #: stream ids across the whole 0-0..2^64-1-2^64-1 space, weighted toward the edges where carries happen
 _ID_PARTS = st.one_of(st.integers(0, 3), st.integers(MAX_PART - 3, MAX_PART), st.integers(0, MAX_PART))
 stream_ids = st.builds(StreamId, _ID_PARTS, _ID_PARTS)
+
+
+# -- logd retain ---------------------------------------------------------------------------------
+
+
+def retain_stamps(now: datetime) -> st.SearchStrategy:
+    """What a record may carry as its timestamp: RFC 3339 around ``now`` (past and future, any zone),
+    an epoch, a date alone, junk, or nothing usable."""
+    instants = st.integers(min_value=-3 * 365 * 86400, max_value=30 * 86400).map(
+        lambda seconds: now - timedelta(seconds=seconds))
+    zones = st.sampled_from([timezone.utc, timezone(timedelta(hours=2)), timezone(timedelta(hours=-5, minutes=-30))])
+    rfc3339 = st.builds(lambda instant, zone: instant.astimezone(zone).isoformat().replace("+00:00", "Z"),
+                        instants, zones)
+    return st.one_of(rfc3339, rfc3339, rfc3339, st.integers(0, 2 * 10**9), st.just("2026-09-01"),
+                     st.text(max_size=4), st.none())
+
+
+@st.composite
+def retain_items(draw: st.DrawFn, now: datetime) -> list:
+    """A container's items as ``(name, value)`` pairs: mostly records with a status and a timestamp."""
+    names = draw(st.lists(logd_keys, max_size=30, unique=True))
+    items = []
+    for name in names:
+        record = {}
+        if draw(st.integers(0, 9)):
+            record["updatedAt"] = draw(retain_stamps(now))
+        if draw(st.integers(0, 9)):
+            record["status"] = draw(st.sampled_from(["done", "canceled", "running", "failed"]))
+        items.append((name, record if draw(st.integers(0, 19)) else draw(logd_scalars)))
+    return items
 
 
 # -- docd ---------------------------------------------------------------------------------------

@@ -101,4 +101,5 @@ class TestDemo:
         assert "MAXLEN ~ 1250" in result.output and "MAX-AGE = 30m" in result.output
         assert "the driver bounds a feed nobody reads" in result.output
         assert "no consumer read the feed (consumer groups: 0)" in result.output
+        assert "  - {path: jobs.*, deleted: 129, unreadable: 2}\n" in result.output  # logd: a retain request
         assert "Traceback" not in result.output and "Error" not in result.output

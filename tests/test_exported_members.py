@@ -19,10 +19,10 @@ def test_retain():
 
 
 def test_streams():
-    """retain.streams exports the key layout, the trim verb, the policy and the retention driver."""
+    """retain.streams exports the key layout, the trim verb, the policy (and its file) and the retention driver."""
     assert sorted(retain.streams.__all__) == sorted([
         "DEFAULT_PREFIX", "RawKey", "Stream", "StreamRef", "atrim", "stream_key", "trim", "xtrim_command",
-        "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile", "RetentionDriver",
+        "ArchiveSettings", "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile", "RetentionDriver",
         "StreamPolicy", "StreamPreview", "SweepReport", "TrimCall", "beat_delay", "decide", "load_policy",
         "parse_policy", "preview", "utc_now",
     ])
@@ -47,11 +47,14 @@ def test_archive():
 
 
 def test_logd():
-    """retain.logd exports the store, its sessions and results, the wire's clients and server, the tags."""
+    """retain.logd exports the store, its sessions and results, the wire's clients and server, the tags,
+    and the retain request: its rules, the pure selection, the pass and its results."""
     assert sorted(retain.logd.__all__) == sorted([
         "AsyncClient", "AutoId", "Backend", "Client", "Compaction", "Delta", "Listing", "LogdKey", "LogdServer",
         "Or", "Path", "Raw", "Read", "Schema", "ScopeInfo", "ServerThread", "Session", "Settings", "SqliteBackend",
         "Store", "Tier", "Written", "parse",
+        "RetainRequest", "RetainResult", "RetainRule", "RuleResult", "Selection", "parse_retain", "run_retain",
+        "select",
     ])
 
 
@@ -60,10 +63,11 @@ def test_logd_errors():
     assert {name: cls.code for name, cls in vars(retain.errors).items()
             if isinstance(cls, type) and issubclass(cls, retain.errors.LogdError)} == {
         "LogdError": "storage_error", "InvalidRequest": "invalid_request", "InvalidPath": "invalid_request",
-        "InvalidDocument": "invalid_request", "PreconditionFailed": "precondition_failed",
+        "InvalidDocument": "invalid_request", "InvalidRetain": "invalid_retain",
+        "PreconditionFailed": "precondition_failed",
         "SchemaViolation": "schema_violation", "StorageError": "storage_error",
         "ReadBudgetExceeded": "storage_error", "Unsupported": "unsupported", "NotFound": "not_found",
-        "Compacted": "compacted", "InvalidRetain": "invalid_retain", "OwnerUnavailable": "unavailable",
+        "Compacted": "compacted", "OwnerUnavailable": "unavailable",
     }
 
 

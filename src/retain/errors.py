@@ -23,7 +23,8 @@
     └── LogdError                          a logd request failed; ``code`` is its wire error code
         ├── InvalidRequest (InvalidInput)  invalid_request: cannot mean what it says; nothing ran
         │   ├── InvalidPath                a path outside the grammar, the offending character named
-        │   └── InvalidDocument            YAML/JSON refused: syntax, tag, alias, size or depth
+        │   ├── InvalidDocument            YAML/JSON refused: syntax, tag, alias, size or depth
+        │   └── InvalidRetain              invalid_retain: a retain request or rule that cannot mean what it says
         ├── PreconditionFailed             precondition_failed: the state did not match; nothing written
         ├── SchemaViolation                schema_violation: the schema forbids the write (path, constraint)
         ├── StorageError                   storage_error: the store failed underneath
@@ -146,7 +147,8 @@ class InvalidDocument(InvalidRequest):
 
 
 class InvalidRetain(InvalidRequest):
-    """A retain request that cannot mean what it says; no rule ran."""
+    """A retain request that cannot mean what it says (refused before any rule runs), or a rule that
+    disagrees with the store it meets (``runs.*`` over a keyed array); the message names the rule."""
 
     code = "invalid_retain"
 

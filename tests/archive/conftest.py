@@ -5,10 +5,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
+import obstore
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from retain.archive import Archive
-from retain.streams import StreamRef
+from retain.streams import Stream, StreamRef
 
 STORES = ["local", "memory", "s3"]
 #: stores another process can open too (memory:// lives in one process)
@@ -60,3 +63,13 @@ def numeric(entry_id: bytes | str) -> tuple[int, int]:
     text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
     ms, seq = text.split("-")
     return int(ms), int(seq)
+
+
+def archived_ids(archive: Archive, stream: Stream) -> list[tuple[int, int]]:
+    """Every row's id, ``(ms, seq)``, of every segment the current manifest lists, read straight from the store."""
+    rows: list[tuple[int, int]] = []
+    for segment in archive.manifest(stream).segments:
+        data = bytes(obstore.get(archive.store, archive.segment_path(stream, segment)).bytes())
+        table = pq.read_table(pa.BufferReader(data), columns=["ms", "seq"])
+        rows += zip(table.column("ms").to_pylist(), table.column("seq").to_pylist())
+    return rows

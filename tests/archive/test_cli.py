@@ -90,10 +90,11 @@ class TestArchiveCommands:
 
 class TestDemoAct:
     def test_proves_nothing_lost(self, redis_server, redis_conn):
-        """The archive act folds and trims round by round and proves the merge-read whole."""
+        """The archive act runs the driver with an archive while the feed is appended, and proves the merge-read whole."""
         console = Console(record=True, width=100)
         archive_feed(redis_server, console)
         text = console.export_text()
-        assert "fold before trim, round by round" in text
+        assert "kept to MAXLEN = 1500 by a driver beating every 0.1s with archive=True:" in text
+        assert "the driver folds before it trims, beat by beat" in text
         assert ("merge-read: 6000 entries for 6000 appended (4500 from the archive, 1500 live); each once: True; "
                 "in id order: True; same ids and fields as appended: True") in " ".join(text.split())

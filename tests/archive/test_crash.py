@@ -10,14 +10,11 @@ import sys
 import textwrap
 import threading
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-import obstore
 import pytest
 
 from retain.archive import Archive, FoldProgress, fold_then_trim, read
 from retain.windows import MaxLen
-from tests.archive.conftest import SHARED_STORES, open_archive
+from tests.archive.conftest import SHARED_STORES, archived_ids, open_archive
 
 WINDOW = MaxLen(100, approx=False)
 SIZES = {"count": 64, "segment_entries": 200}
@@ -42,13 +39,8 @@ def crash_at(kind: str, occurrence: int):
 def assert_whole(conn, stream, archive: Archive, appended: list[bytes]) -> None:
     """The merge-read yields each appended id once, in order; the archive holds no row twice."""
     assert [entry_id for entry_id, _ in read(conn, stream, archive, count=50)] == appended
-    manifest = archive.manifest(stream)
-    archived = []
-    for segment in manifest.segments:
-        data = bytes(obstore.get(archive.store, archive.segment_path(stream, segment)).bytes())
-        table = pq.read_table(pa.BufferReader(data))
-        archived += list(zip(table.column("ms").to_pylist(), table.column("seq").to_pylist()))
-    assert len(archived) == len(set(archived)) == manifest.entries
+    archived = archived_ids(archive, stream)
+    assert len(archived) == len(set(archived)) == archive.manifest(stream).entries
     assert archived == sorted(archived)
 
 

@@ -18,6 +18,7 @@ from retain.errors import (
 from retain.servers import free_port
 from retain.streams import StreamRef
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId
+from tests.streams.conftest import node_size  # noqa: F401 (fixture)
 
 
 def ids_of(entries) -> list[bytes]:
@@ -200,6 +201,18 @@ class TestFoldThenTrim:
         result = fold_then_trim(redis_conn, stream, archive, MaxAge("1h", approx=False), now)
         assert result.fold.entries == 3 and result.removed == 3 and redis_conn.xlen(stream.key) == 2
         assert [fields[b"m"] for _, fields in read(redis_conn, stream, archive)] == [b"90", b"80", b"70", b"50", b"10"]
+
+    def test_limit(self, redis_conn, archive, stream, append, node_size):
+        """limit=0 trims the whole archived backlog at once; the server's cap (None) leaves the rest for later."""
+        node_size(10)  # the server's cap per ~ trim: 1,000
+        appended = append(stream, 3_000)
+        capped = fold_then_trim(redis_conn, stream, archive, MaxLen(100))
+        assert (capped.fold.entries, capped.removed) == (2_900, 1_000)
+        whole = fold_then_trim(redis_conn, stream, archive, MaxLen(100), limit=0)
+        assert (whole.fold.entries, whole.removed, redis_conn.xlen(stream.key)) == (0, 1_900, 100)
+        assert ids_of(read(redis_conn, stream, archive)) == appended
+        with pytest.raises(InvalidWindow, match="limit"):
+            fold_then_trim(redis_conn, stream, archive, MaxLen(100), limit=-1)
 
     def test_stream_refs_only(self, redis_conn):
         """A malformed window or stream is refused before any I/O."""

@@ -1,4 +1,5 @@
-"""The logd act of ``retain demo``: a store of its own, a few hundred jobs and events, history and a watch."""
+"""The logd act of ``retain demo``: a store of its own, a few hundred jobs and events, history and a watch,
+and a retain request at the end."""
 
 from __future__ import annotations
 
@@ -20,6 +21,29 @@ def test_logd_act():
     assert "13 deltas; the last by verse/ops at commit 22" in text
     assert "precondition on jobs.j003 failed at commit 22: it does not match" in text
     assert "jobs.j004: required child 'updatedAt' is missing" in text
+
+
+RETAINED = """\
+{result: {retain: {
+  now: "2026-09-12T08:00:00Z"
+  commit: 25
+  deleted: 223
+  rules:
+  - {path: jobs.*, deleted: 129, unreadable: 2}
+  - {path: events(*), deleted: 94}
+}}}
+a read at commit 23, before it, still shows the 129 jobs it deleted
+watch jobs: commit 24 by verse/retention, 129 deletes
+"""
+
+
+def test_logd_act_ends_with_retain():
+    """The act ends with a retain request as the seed writes one, and its result in the seed's shape."""
+    console = Console(record=True, width=200)
+    logd_jobs(None, console)
+    text = console.export_text()
+    assert text.endswith(RETAINED)
+    assert "  - path: jobs.*\n    match: {status: !or [done, canceled]}\n" in text
 
 
 def test_registered():

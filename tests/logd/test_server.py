@@ -104,8 +104,9 @@ class TestManyClients:
                 with Client(served.address, author=f"client-{number}") as logd:
                     for index in range(rounds):
                         logd.patch([{"set": f"jobs.c{number}.j{index}", "value": {"n": index}}])
-                        current = logd.get("counter").value if index or number else None
                         try:
+                            # Another client may not have made the counter yet: NotFound, like a lost race.
+                            current = logd.get("counter").value if index or number else None
                             if current is None:
                                 logd.patch([{"set": "counter", "value": 0}])
                             else:
@@ -203,7 +204,8 @@ class TestVerbs:
         ({"drop": {"scope": "nope"}}, "not_found", "no scope named 'nope'"),
         ({"compact": {"now": "yesterday"}}, "invalid_request", "now must be an RFC 3339 time"),
         ({"get": {"at": 5}}, "invalid_request", "at must be a commit number"),
-        ({"retain": {}}, "unsupported", "unsupported operation: request type 'retain'"),
+        ({"retain": {}}, "invalid_retain", "retain: what is a non-empty list of rules"),
+        ({"frobnicate": {}}, "unsupported", "unsupported operation: request type 'frobnicate'"),
         ({"get": [1]}, "invalid_request", "the body of 'get' is a map"),
         ({"get": {}, "list": {}}, "invalid_request", "exactly one verb"),
     ])

@@ -14,22 +14,27 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from retain.archive import Archive, fold, read
 from retain.cli import main
 from retain.servers import free_port
+from retain.streams import StreamRef
+from tests.archive.conftest import archived_ids
 from tests.streams.test_driver import append
 
 RUN = "from retain.cli import main; main()"
 
 
-def write_policy(tmp_path: Path, url: str | None, streams: str, tick: float = 0.05) -> Path:
+def write_policy(tmp_path: Path, url: str | None, streams: str, tick: float = 0.05, archive: str | None = None) -> Path:
     path = tmp_path / "retain.toml"
     head = f'url = "{url}"\n' if url else ""
+    head += f'archive = "{archive}"\n' if archive else ""
     path.write_text(f"{head}tick = {tick}\n{streams}")
     return path
 
 
 FEED = '[[stream]]\nqueue = "game"\nname = "feed"\nmaxlen = 10\napprox = false\n'
 FEED_KEY = "emq:{game}:stream:feed"
+ARCHIVED_FEED = FEED + "archive = true\n"
 
 
 def removed(metrics: str) -> float:
@@ -108,7 +113,7 @@ class TestDryRun:
         redis_conn.config_resetstat()
         result = invoke(str(path), "--dry-run")
         assert result.exit_code == 0, result.output
-        assert "nothing is trimmed" in result.output
+        assert "nothing is folded or trimmed" in result.output
         assert f"{FEED_KEY}  MAXLEN = 10  length 50  keeps 10  a trim now removes 40" in result.output
         assert ("legacy:feed  MAXLEN ~ 100  length 1000  keeps 100  a trim now removes 801 to 900 "
                 "(whole nodes of at most 100 entries)") in result.output
@@ -181,3 +186,101 @@ class TestDaemonProcess:
         assert f"{stop.name} received: finishing the beat in progress" in text
         assert "stopped after" in text and "Traceback" not in text
         assert "beat at " in text and "retention driver started: 1 streams" in text
+
+
+def commands_run(conn) -> set[str]:
+    """The commands the server ran since the last CONFIG RESETSTAT (Redis 7 names subcommands, Redis 6 not)."""
+    return {name.split("|")[0] for name in conn.info("commandstats") if name != "cmdstat_info"}
+
+
+class TestArchived:
+    """A policy file with archive = true: the daemon folds before it trims."""
+
+    def test_once_folds_then_trims(self, tmp_path, redis_server, redis_conn):
+        """--once folds what the window drops into the file's archive, then trims past W, and says so."""
+        archive_url = f"file://{tmp_path / 'archive'}"
+        appended = append(redis_conn, FEED_KEY, 50)
+        append(redis_conn, "legacy:feed", 30)
+        path = write_policy(tmp_path, redis_server.url, ARCHIVED_FEED + '[[stream]]\nkey = "legacy:feed"\nmaxlen = 5\n'
+                            'approx = false\n', archive=archive_url)
+        result = invoke(str(path), "--once")
+        assert result.exit_code == 0, result.output
+        assert "removed 65 entries in 2 trims, folded 40 entries, " in result.output
+        assert f"{FEED_KEY}  folded 40, W = {appended[39].decode()}, removed 40" in result.output
+        assert "legacy:feed  removed 25" in result.output
+        assert (redis_conn.xlen(FEED_KEY), redis_conn.xlen("legacy:feed")) == (10, 5)
+        archive = Archive(archive_url)
+        assert [entry_id for entry_id, _ in read(redis_conn, StreamRef("game", "feed"), archive)] == appended
+        assert archive.streams() == [FEED_KEY]
+
+    def test_a_failed_fold_exits_1(self, tmp_path, redis_server, redis_conn):
+        """A stream whose fold fails is reported, left untrimmed, and the exit status says so."""
+        append(redis_conn, FEED_KEY, 20)
+        redis_conn.xadd(FEED_KEY, {b"\xff": b"x"})
+        append(redis_conn, FEED_KEY, 20)
+        path = write_policy(tmp_path, redis_server.url, ARCHIVED_FEED, archive=str(tmp_path / "archive"))
+        result = invoke(str(path), "--once")
+        assert result.exit_code == 1
+        assert f"{FEED_KEY}  fold failed, not trimmed: a field name of" in result.output
+        assert redis_conn.xlen(FEED_KEY) == 41
+
+    def test_dry_run_folds_and_trims_nothing(self, tmp_path, redis_server, redis_conn):
+        """--dry-run says what a beat would fold and then trim; it folds nothing and trims nothing."""
+        archive_url = str(tmp_path / "archive")
+        ids = append(redis_conn, FEED_KEY, 50)
+        fold(redis_conn, StreamRef("game", "feed"), Archive(archive_url), ids[19])
+        path = write_policy(tmp_path, redis_server.url, ARCHIVED_FEED, archive=archive_url)
+        redis_conn.config_resetstat()
+        result = invoke(str(path), "--dry-run")
+        assert result.exit_code == 0, result.output
+        assert "nothing is folded or trimmed" in result.output
+        assert (f"{FEED_KEY}  MAXLEN = 10  archived, W {ids[19].decode()}  length 50  keeps 10  "
+                "a fold now archives 20, then a trim removes 40") in result.output
+        assert "cmdstat_xtrim" not in commands_run(redis_conn) and redis_conn.xlen(FEED_KEY) == 50
+        assert Archive(archive_url).manifest(StreamRef("game", "feed")).number == 1
+
+    @pytest.mark.parametrize(("archive", "streams", "message"), [
+        (None, ARCHIVED_FEED, "[[stream]] #1 (queue 'game', name 'feed'): field 'archive': true needs an archive"),
+        ("memory://", ARCHIVED_FEED, "field 'archive': memory:// is lost when the daemon stops"),
+        ("s3:///no-bucket", ARCHIVED_FEED, "field 'archive': an s3 URL names a bucket"),
+        ("/var/lib/retain", FEED, "field 'archive': no [[stream]] sets archive = true"),
+    ])
+    def test_refused_before_connecting(self, tmp_path, redis_server, redis_conn, archive, streams, message):
+        """INV-VALIDATE: a bad archive setting exits 1 naming the file, the entry and the field; Redis sees nothing."""
+        path = write_policy(tmp_path, redis_server.url, streams, archive=archive)
+        redis_conn.config_resetstat()
+        result = invoke(str(path), "--once")
+        assert result.exit_code == 1 and "Traceback" not in result.output
+        assert f"Error: {path}: {message}" in result.output
+        assert commands_run(redis_conn) == {"cmdstat_config"}
+
+    def test_killed_mid_run_then_run_again(self, tmp_path, redis_server, redis_conn):
+        """INV-IDEMPOTENT: the daemon SIGKILLed wherever it is mid-beat, then one beat: nothing lost, nothing twice."""
+        archive_url = f"file://{tmp_path / 'archive'}"
+        path = write_policy(tmp_path, redis_server.url, ARCHIVED_FEED, tick=0.01, archive=archive_url)
+        archive, feed = Archive(archive_url), StreamRef("game", "feed")
+        appended: list[bytes] = []
+        log = tmp_path / "daemon.log"
+        with log.open("w") as stderr:
+            daemon = subprocess.Popen([sys.executable, "-c", RUN, "streams", "run", str(path)],
+                                      stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            deadline = time.monotonic() + 60
+            while archive.manifest(feed).number < 5:  # producers append while the daemon folds and trims
+                assert daemon.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, f"the daemon never folded\n{log.read_text()}"
+                appended += append(redis_conn, FEED_KEY, 25)
+            appended += append(redis_conn, FEED_KEY, 25)
+            daemon.kill()
+            assert daemon.wait(timeout=30) == -signal.SIGKILL
+        finally:
+            if daemon.poll() is None:
+                daemon.kill()
+                daemon.wait()
+        assert "Traceback" not in log.read_text()
+        result = invoke(str(path), "--once")
+        assert result.exit_code == 0, result.output
+        assert redis_conn.xlen(FEED_KEY) == 10
+        assert [entry_id for entry_id, _ in read(redis_conn, feed, Archive(archive_url))] == appended
+        archived = archived_ids(Archive(archive_url), feed)
+        assert len(archived) == len(set(archived)) == len(appended) - 10

@@ -41,11 +41,12 @@ UTC = timezone.utc
 _keys = itertools.count()
 
 
-def append(conn, key: str, count: int) -> None:
+def append(conn, key: str, count: int) -> list[bytes]:
+    """Add ``count`` entries to ``key`` in one round trip; return their ids, in order."""
     pipe = conn.pipeline(transaction=False)
     for index in range(count):
         pipe.xadd(key, {"i": str(index)})
-    pipe.execute()
+    return list(pipe.execute())
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:

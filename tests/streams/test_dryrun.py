@@ -10,8 +10,9 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retain.errors import InvalidWindow, WrongTypeError
-from retain.streams import RawKey, StreamPreview, StreamRef, preview, trim
+from retain.archive import Archive, StreamId, fold
+from retain.errors import InvalidPolicy, InvalidWindow, WrongTypeError
+from retain.streams import RawKey, RetentionDriver, StreamPolicy, StreamPreview, StreamRef, preview, trim
 from retain.streams.policy import UNLIMITED
 from retain.streams.dryrun import approx_removes_at_least
 from retain.windows import MaxAge, MaxLen, MinId
@@ -98,9 +99,7 @@ class TestPreview:
             window = MaxLen(data.draw(st.integers(min_value=0, max_value=length + 5)))
         (row,) = preview(redis_conn, [(RawKey(key), window)], now=datetime.now(UTC))
         assert row == StreamPreview(key, window, length, row.outside, row.at_least, node)
-        command = ("XTRIM", key, *(("MAXLEN", "~", str(window.count)) if isinstance(window, MaxLen)
-                                   else ("MINID", "~", window.floor)), *UNLIMITED)
-        removed = redis_conn.execute_command(*command)
+        removed = trim(redis_conn, RawKey(key), window, limit=UNLIMITED)
         assert row.at_least <= removed <= row.outside
         redis_conn.delete(key)
 
@@ -110,3 +109,56 @@ class TestPreview:
         window = MinId(at_ms(BASE_MS + 100), approx=False)
         (row,) = preview(redis_conn, [(RawKey("s"), window)], now=datetime.now(UTC))
         assert trim(redis_conn, RawKey("s"), window) == row.outside == row.at_least
+
+
+class TestArchivedPreview:
+    """An archived entry's preview: what the beat would fold and then trim, against the driver's real beat."""
+
+    def test_figures_and_nothing_written(self, redis_conn, tmp_path):
+        """W from the archive, the entries a fold would archive, what the trim after it removes; nothing written."""
+        archive = Archive(str(tmp_path / "archive"))
+        ids = fill(redis_conn, "archived", [1] * 100)
+        fold(redis_conn, RawKey("archived"), archive, f"{ids[29][0]}-{ids[29][1]}")
+        policy = [StreamPolicy(RawKey("archived"), MaxLen(30, approx=False), archive=True)]
+        redis_conn.config_resetstat()
+        (row,) = preview(redis_conn, policy, now=datetime.now(UTC), archive=archive)
+        assert writes(redis_conn) == set() and archive.manifest(RawKey("archived")).number == 1
+        assert (row.archived, row.watermark, row.folds, row.length, row.outside, row.keeps) == (
+            True, StreamId(*ids[29]), 40, 100, 70, 30)
+        assert row.describe() == (f"archived  MAXLEN = 30  archived, W {ids[29][0]}-{ids[29][1]}  length 100  "
+                                  "keeps 30  a fold now archives 40, then a trim removes 70")
+
+    def test_needs_an_archive(self, redis_conn):
+        """An archived entry with no archive is refused before any read."""
+        with pytest.raises(InvalidPolicy, match="has archive=True, but no archive was given"):
+            preview(redis_conn, [StreamPolicy(RawKey("k"), MaxLen(1), archive=True)], now=datetime.now(UTC))
+
+    @settings(max_examples=40)
+    @given(length=st.integers(min_value=0, max_value=400), node=st.integers(min_value=1, max_value=50),
+           approx=st.booleans(), by_age=st.booleans(), data=st.data())
+    def test_matches_the_beat_it_previews(self, redis_conn, node_size, length, node, approx, by_age, data):
+        """For any stream, W and fold_min_entries, the beat folds what the preview said and removes within its
+        range (exactly its count for =); the preview itself changes nothing."""
+        node_size(node)
+        key = f"prop:archived:{next(_keys)}"
+        ids = fill(redis_conn, key, [1] * length)
+        archive = Archive("memory://")
+        folded_by_hand = data.draw(st.integers(min_value=0, max_value=length))
+        if folded_by_hand:
+            fold(redis_conn, RawKey(key), archive, "{}-{}".format(*ids[folded_by_hand - 1]))
+        if by_age:
+            window = MinId(at_ms(data.draw(st.integers(min_value=BASE_MS - 2, max_value=BASE_MS + length + 2))), approx)
+        else:
+            window = MaxLen(data.draw(st.integers(min_value=0, max_value=length + 5)), approx)
+        min_entries = data.draw(st.integers(min_value=1, max_value=60))
+        policy = [StreamPolicy(RawKey(key), window, archive=True)]
+        now = datetime.now(UTC)
+        (row,) = preview(redis_conn, policy, now=now, archive=archive, fold_min_entries=min_entries)
+        assert row.error is None and redis_conn.xlen(key) == length
+        report = RetentionDriver(redis_conn, policy, archive=archive, fold_min_entries=min_entries,
+                                 clock=lambda: now).sweep()
+        assert report.ok and report.folded_by[key] == row.folds
+        assert row.at_least <= report.removed_by[key] <= row.outside
+        if not approx:
+            assert report.removed_by[key] == row.outside
+        redis_conn.delete(key)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from retain.errors import InvalidPolicy, InvalidWindow
 from retain.streams import Policy, RawKey, StreamPolicy, StreamRef, TrimCall, decide
+from retain.streams.policy import checked_archive
 from retain.windows import MaxAge, MaxLen, MinId, minid_floor
 from tests.strategies import aware_instants, whole_second_durations
 
@@ -42,10 +43,9 @@ class TestStreamPolicy:
         with pytest.raises(InvalidPolicy, match=message):
             StreamPolicy(stream, window)
 
-    def test_archive_is_not_wired_yet(self):
-        """archive=True is refused clearly until retain.archive arrives; a non-bool is refused too."""
-        with pytest.raises(InvalidPolicy, match="archiving arrives with retain.archive"):
-            StreamPolicy(FEED, MaxLen(1), archive=True)
+    def test_archive_opts_in(self):
+        """archive=True is an entry's opt-in to fold before trim; anything but a bool is refused."""
+        assert StreamPolicy(FEED, MaxAge("1d"), archive=True).archive is True
         with pytest.raises(InvalidPolicy, match="archive must be True or False"):
             StreamPolicy(FEED, MaxLen(1), archive="yes")  # type: ignore[arg-type]
 
@@ -80,6 +80,24 @@ class TestPolicy:
         """A malformed policy is refused, naming the entry by position."""
         with pytest.raises(InvalidPolicy, match=message):
             Policy(policy)
+
+    def test_archived_entries(self):
+        """Policy.archived holds the entries that opt in to archiving, in policy order."""
+        entries = [StreamPolicy(FEED, MaxLen(10), archive=True), (LEGACY, MaxLen(1)),
+                   StreamPolicy(RawKey("b"), MaxAge("1d"), archive=True)]
+        policy = Policy(entries)
+        assert policy.archived == (entries[0], entries[2])
+        assert Policy([(FEED, MaxLen(1))]).archived == ()
+
+    def test_an_archived_entry_needs_an_archive(self):
+        """checked_archive refuses a policy that archives with no archive, naming the entry; or a non-archive."""
+        policy = Policy([(LEGACY, MaxLen(1)), StreamPolicy(FEED, MaxLen(10), archive=True)])
+        with pytest.raises(InvalidPolicy, match=r"policy entry #2 \(emq:\{codemojex\}:stream:activity\) has "
+                                                r"archive=True, but no archive was given to fold into: pass archive="):
+            checked_archive(policy, None)
+        with pytest.raises(InvalidPolicy, match="archive must be a retain.archive.Archive"):
+            checked_archive(policy, "file:///var/lib/retain")
+        assert checked_archive(Policy([(LEGACY, MaxLen(1))]), None) is None
 
     def test_invalid_policy_is_a_value_error(self):
         """InvalidPolicy reads naturally to code that catches ValueError."""
@@ -120,6 +138,12 @@ class TestDecide:
         first, later = decide(policy, NOW), decide(policy, NOW + timedelta(seconds=30))
         assert first[:2] == later[:2]
         assert int(later[2].command[4].split("-")[0]) - int(first[2].command[4].split("-")[0]) == 30_000
+
+    def test_archived_entries_get_no_plain_trim(self):
+        """decide leaves archived entries out: a plain XTRIM could remove what is not archived yet."""
+        policy = Policy([StreamPolicy(FEED, MaxLen(10), archive=True), (LEGACY, MaxLen(5)),
+                         StreamPolicy(RawKey("aged"), MaxAge("1d"), archive=True)])
+        assert [call.key for call in decide(policy, NOW)] == ["legacy:feed"]
 
     def test_nothing_to_do(self):
         """An empty policy decides no calls."""

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from retain.archive import Archive
 from retain.errors import InvalidPolicy
-from retain.streams import Policy, PolicyFile, RawKey, StreamPolicy, StreamRef, load_policy, parse_policy
+from retain.streams import (ArchiveSettings, Policy, PolicyFile, RawKey, StreamPolicy, StreamRef, load_policy,
+                            parse_policy)
 from retain.windows import MaxAge, MaxLen, MinId
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "policy.md"
@@ -19,7 +21,7 @@ ONE = '[[stream]]\nqueue = "q"\nname = "s"\nmaxlen = 10\n'
 class TestParse:
     def test_the_documented_example(self):
         """The example in docs/policy.md parses to what the page says it means."""
-        text = re.search(r"```toml\n(.*?)```", DOCS.read_text(), re.S).group(1)
+        text = re.findall(r"```toml\n(.*?)```", DOCS.read_text(), re.S)[0]
         parsed = parse_policy(text, "retain.toml")
         assert parsed == PolicyFile(source="retain.toml", tick=1.0, url="redis://127.0.0.1:6379/0", policy=Policy([
             StreamPolicy(StreamRef("codemojex", "activity"), MaxLen(10_000)),
@@ -57,7 +59,7 @@ class TestRefusals:
         ("", "p.toml: declares no streams"),
         ("stream = 3", "p.toml: declares no streams"),
         ("url = ", "p.toml: not valid TOML"),
-        ("tik = 1\n" + ONE, "p.toml: unknown field 'tik': expected one of url, cluster, tick, prefix, stream"),
+        ("tik = 1\n" + ONE, "p.toml: unknown field 'tik': expected one of url, cluster, tick, prefix, archive, stream"),
         ("tick = 0\n" + ONE, "p.toml: field 'tick': must be a positive number of seconds"),
         ("tick = -1.5\n" + ONE, "field 'tick': must be a positive"),
         ("tick = true\n" + ONE, "field 'tick': must be a positive"),
@@ -89,7 +91,8 @@ class TestRefusals:
         ('[[stream]]\nkey = "k"\nmin_id = "yesterday"', "field 'min_id': 'yesterday' is not a time"),
         ('[[stream]]\nkey = "k"\nmin_id = 1969-12-31T00:00:00Z', "field 'min_id': a MINID instant must not precede 1970"),
         ('[[stream]]\nkey = "k"\nmaxlen = 1\napprox = 1', "field 'approx': must be true or false"),
-        ('[[stream]]\nkey = "k"\nmaxlen = 1\narchive = true', "field 'archive': archiving arrives with retain.archive"),
+        ('[[stream]]\nkey = "k"\nmaxlen = 1\narchive = "yes"', "[[stream]] #1 (key 'k'): field 'archive': must be true "
+                                                              "or false (got 'yes')"),
         ('[[stream]]\nkey = "emq:{q}:stream:s"\nmaxlen = 1\n' + ONE,
          "[[stream]] #2 (queue 'q', name 's'): repeats the stream of [[stream]] #1: one window per stream"),
     ])
@@ -120,3 +123,80 @@ class TestLoad:
         path.write_bytes(b'[[stream]]\nkey = "caf\xe9"\nmaxlen = 1\n')
         with pytest.raises(InvalidPolicy, match="latin.toml: cannot read"):
             load_policy(path)
+
+
+ARCHIVED = '[[stream]]\nqueue = "q"\nname = "s"\nmaxlen = 10\narchive = true\n'
+
+
+class TestArchive:
+    def test_the_documented_example(self):
+        """The archiving example in docs/policy.md parses to what the page says it means."""
+        text = re.findall(r"```toml\n(.*?)```", DOCS.read_text(), re.S)[1]
+        parsed = parse_policy(text, "retain.toml")
+        assert parsed.archive == ArchiveSettings("s3://logs/retain", {"endpoint": "http://127.0.0.1:8333",
+                                                                      "region": "us-east-1"}, min_entries=1000)
+        assert parsed.policy.entries == (
+            StreamPolicy(StreamRef("codemojex", "activity"), MaxLen(10_000), archive=True),
+            StreamPolicy(StreamRef("codemojex", "presence"), MaxAge("1h")),
+        )
+        assert parsed.fold_min_entries == 1000
+
+    def test_url_form(self, tmp_path):
+        """archive = "<url>" names the archive; archive = true entries fold into it; open_archive opens it."""
+        plain = '[[stream]]\nqueue = "q"\nname = "t"\nmaxlen = 10\n'
+        parsed = parse_policy(f'archive = "file://{tmp_path}/a"\n{ARCHIVED}{plain}')
+        assert parsed.archive == ArchiveSettings(f"file://{tmp_path}/a")
+        assert [entry.archive for entry in parsed.policy] == [True, False]
+        assert parsed.fold_min_entries == 1
+        archive = parsed.open_archive()
+        assert isinstance(archive, Archive) and (tmp_path / "a").is_dir()
+        assert parse_policy(ONE).open_archive() is None
+
+    def test_table_form_hides_credentials(self):
+        """An [archive] table takes the s3 options and min_entries; its repr never shows a credential."""
+        parsed = parse_policy('[archive]\nurl = "s3://b/p"\naccess_key_id = "AKIA"\nsecret_access_key = "hush"\n'
+                              'session_token = "tok"\nallow_http = true\nmin_entries = 5\n' + ARCHIVED)
+        assert dict(parsed.archive.options) == {"access_key_id": "AKIA", "secret_access_key": "hush",
+                                                "session_token": "tok", "allow_http": True}
+        assert "hush" not in repr(parsed) and "AKIA" not in repr(parsed)
+
+    @pytest.mark.parametrize(("text", "message"), [
+        (ARCHIVED, "p.toml: [[stream]] #1 (queue 'q', name 's'): field 'archive': true needs an archive to fold "
+                   'into: add archive = "file:///var/lib/retain" (or an [archive] table) at the top of the file'),
+        ('archive = "/var/lib/retain"\n' + ONE, "p.toml: field 'archive': no [[stream]] sets archive = true, so "
+                                                 "nothing would be folded"),
+        ('archive = "memory://"\n' + ARCHIVED, "p.toml: field 'archive': memory:// is lost when the daemon stops"),
+        ('archive = "ftp://x/y"\n' + ARCHIVED, "p.toml: field 'archive': must be a directory, file:///path or "
+                                                "s3://bucket/prefix (got 'ftp://x/y')"),
+        ('archive = ""\n' + ARCHIVED, "p.toml: field 'archive': must be an archive URL"),
+        ("archive = true\n" + ARCHIVED, "p.toml: field 'archive': must be an archive URL such as "
+                                        "'file:///var/lib/retain', or an [archive] table (got True)"),
+        ('[archive]\nregion = "x"\n' + ARCHIVED, "p.toml: [archive]: field 'url': must be an archive URL"),
+        ('[archive]\nurl = "s3://b"\nendpont = "x"\n' + ARCHIVED,
+         "p.toml: [archive]: unknown field 'endpont': expected one of url, endpoint, region"),
+        ('[archive]\nurl = "/data"\nregion = "eu"\n' + ARCHIVED,
+         "p.toml: [archive]: field 'region': applies to s3:// archives only (the url is '/data')"),
+        ('[archive]\nurl = "s3://b"\nendpoint = 8333\n' + ARCHIVED,
+         "p.toml: [archive]: field 'endpoint': must be a string"),
+        ('[archive]\nurl = "s3://b"\nallow_http = "yes"\n' + ARCHIVED,
+         "p.toml: [archive]: field 'allow_http': must be true or false"),
+        ('[archive]\nurl = "s3://b"\nmin_entries = 0\n' + ARCHIVED,
+         "p.toml: [archive]: field 'min_entries': must be a whole number >= 1 (got 0)"),
+        ('[archive]\nurl = "s3://b"\nmin_entries = 1.5\n' + ARCHIVED, "field 'min_entries': must be a whole number"),
+    ])
+    def test_refused(self, text, message):
+        """Each mistake is refused before anything connects, naming the file, the entry or [archive], and the field."""
+        with pytest.raises(InvalidPolicy) as info:
+            parse_policy(text, "p.toml")
+        assert message in str(info.value)
+        assert str(info.value).count("p.toml") == 1, "the location is said once"
+
+    @pytest.mark.parametrize(("url", "message"), [
+        ("s3:///prefix", "an s3 URL names a bucket"),
+        ("file://host/data", "a file URL needs an absolute path"),
+    ])
+    def test_refused_on_opening(self, url, message):
+        """What only the store can judge is refused when the archive is opened, still naming file and field."""
+        parsed = parse_policy(f'archive = "{url}"\n{ARCHIVED}', "p.toml")
+        with pytest.raises(InvalidPolicy, match=f"p.toml: field 'archive': .*{message}"):
+            parsed.open_archive()

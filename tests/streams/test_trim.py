@@ -100,6 +100,20 @@ class TestTrim:
         assert xtrim_command(stream, MinId(instant, approx=False)) == (
             "XTRIM", "emq:{q}:stream:s", "MINID", "=", f"{int(instant.timestamp() * 1000)}-0")
 
+    def test_limit(self, redis_conn, node_size):
+        """limit=0 lifts the server's cap on one ~ trim (100 x node entries); = takes no LIMIT; bad limits refused."""
+        stream = StreamRef("q", "s")
+        assert xtrim_command(stream, MaxLen(5), limit=0)[-2:] == ("LIMIT", "0")
+        assert xtrim_command(stream, MaxLen(5, approx=False), limit=0) == ("XTRIM", stream.key, "MAXLEN", "=", "5")
+        for bad in (-1, True, "0", 1.5):
+            with pytest.raises(InvalidWindow, match="limit must be None or an int >= 0"):
+                xtrim_command(stream, MaxLen(5), limit=bad)
+        node_size(10)
+        for index in range(5_000):
+            redis_conn.xadd(stream.key, {"i": str(index)})
+        assert trim(redis_conn, stream, MaxLen(100)) == 1_000
+        assert trim(redis_conn, stream, MaxLen(100), limit=0) == 3_900
+
     def test_issues_exactly_one_command(self, redis_conn):
         """trim sends one XTRIM and nothing else (commandstats count it)."""
         redis_conn.xadd("emq:{q}:stream:s", {"a": "1"})

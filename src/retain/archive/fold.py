@@ -32,7 +32,7 @@ from retain.archive.segments import SegmentWriter
 from retain.archive.store import Archive, _key
 from retain.errors import ArchiveObjectExists, InvalidInput, InvalidWindow
 from retain.streams.keys import Stream
-from retain.streams.trim import trim, xtrim_command
+from retain.streams.trim import check_limit, trim, xtrim_command
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId, Window, require_aware
 
 __all__ = [
@@ -283,14 +283,19 @@ def trim_past(watermark: StreamId | str, approx: bool = True) -> MinStreamId:
 
 def fold_then_trim(conn: Any, stream: Stream, archive: Archive, window: Window, now: datetime | None = None, *,
                    count: int = DEFAULT_COUNT, segment_entries: int = DEFAULT_SEGMENT_ENTRIES,
-                   min_entries: int = 1, progress: Progress | None = None) -> FoldTrimResult:
+                   min_entries: int = 1, progress: Progress | None = None,
+                   limit: int | None = None) -> FoldTrimResult:
     """Fold everything ``window`` drops from ``stream``, then trim with MINID just past W.
 
     The trim floor is just past min(W, boundary): never past W, so only
     archived entries can go (INV-FOLD); never past the boundary, so nothing
     inside the window goes even when W is ahead of it (INV-WINDOW). If the fold
     raises, nothing is trimmed. ``window.approx`` picks ``~`` or ``=`` for the
-    trim. ``now`` resolves a MaxAge and defaults to the current UTC time.
+    trim, and ``limit`` caps a ``~`` trim as :func:`retain.streams.trim` does
+    (0: no cap, as the retention driver sends; None: the server's cap of
+    100 x ``stream-node-max-entries``, which leaves the rest of a larger
+    backlog, archived, for the next call). ``now`` resolves a MaxAge and
+    defaults to the current UTC time.
 
     Raises:
         the errors of :func:`fold_boundary`, :func:`fold` and :func:`retain.streams.trim`.
@@ -300,6 +305,7 @@ def fold_then_trim(conn: Any, stream: Stream, archive: Archive, window: Window, 
         FoldTrimResult(fold=FoldResult(...), boundary=StreamId(...), trim=MinStreamId(...), removed=4900)
     """
     _check_sizes(count, segment_entries, min_entries)
+    check_limit(limit)
     if now is None and isinstance(window, MaxAge):
         now = datetime.now(timezone.utc)  # the entry point that owns the clock when the caller passed none
     boundary = fold_boundary(conn, stream, window, now)
@@ -313,4 +319,4 @@ def fold_then_trim(conn: Any, stream: Stream, archive: Archive, window: Window, 
     window_trim = trim_past(min(folded.watermark, boundary), window.approx)
     if progress is not None:
         progress(FoldProgress("trim", folded.entries, 0, folded.watermark))
-    return FoldTrimResult(folded, boundary, window_trim, trim(conn, stream, window_trim))
+    return FoldTrimResult(folded, boundary, window_trim, trim(conn, stream, window_trim, limit=limit))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from retain.logd.protocol import Limits
 
-__all__ = ["logd"]
+__all__ = ["logd", "session_options"]
 
 DEFAULT_LISTEN = "127.0.0.1:7420"
 
@@ -21,6 +22,7 @@ def logd() -> None:
     Example:
         retain logd serve --db logd.sqlite3 --http 127.0.0.1:7421
         echo '{get: {path: jobs}}' | retain logd request -
+        retain logd retain expire.yaml
     """
 
 
@@ -80,13 +82,22 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
             click.echo("logd stopped", err=True)
 
 
+def session_options(function: Any) -> Any:
+    """FILE, --connect, --author, --scope and --json: what every command sending documents to a logd takes."""
+    for option in reversed([
+        click.argument("file", type=click.File("r")),
+        click.option("--connect", "address", default=DEFAULT_LISTEN, show_default=True, envvar="RETAIN_LOGD",
+                     show_envvar=True, help="The logd to send to: HOST:PORT, or unix:PATH."),
+        click.option("--author", help="The session's author (each request may still name its own)."),
+        click.option("--scope", help="Work in this scope: reads see it over the baseline, writes land in it."),
+        click.option("--json", "as_json", is_flag=True, help="Print answers as JSON, one per line, instead of YAML."),
+    ]):
+        function = option(function)
+    return function
+
+
 @logd.command("request")
-@click.argument("file", type=click.File("r"))
-@click.option("--connect", "address", default=DEFAULT_LISTEN, show_default=True, envvar="RETAIN_LOGD",
-              show_envvar=True, help="The logd to send to: HOST:PORT, or unix:PATH.")
-@click.option("--author", help="The session's author (each request may still name its own).")
-@click.option("--scope", help="Work in this scope: reads see it over the baseline, writes land in it.")
-@click.option("--json", "as_json", is_flag=True, help="Print answers as JSON, one per line, instead of YAML.")
+@session_options
 def request_command(file: click.utils.LazyFile, address: str, author: str | None, scope: str | None,
                     as_json: bool) -> None:
     """Send the documents in FILE (or - for stdin) pipelined, and print each answer.
@@ -114,3 +125,85 @@ def request_command(file: click.utils.LazyFile, address: str, author: str | None
             sys.stdout.write("...\n")
     if any("error" in answer for answer in answers):
         sys.exit(1)
+
+
+@logd.command("retain")
+@session_options
+@click.option("--now", help="Age by this RFC 3339 time instead of the file's now (or the server's clock).")
+def retain_command(file: click.utils.LazyFile, address: str, author: str | None, scope: str | None, as_json: bool,
+                   now: str | None) -> None:
+    """Send the retain request in FILE (or - for stdin) and print the answer.
+
+    FILE holds one document: {retain: {now?, batch?, author?, what: [rules]}}
+    as seed 004 writes it (the braced form is read too), or just its body.
+    It is checked whole before anything is sent. The answer is printed in
+    the seed's shape; exit status 1 if it is an error.
+
+    \b
+    Example:
+        retain logd retain expire.yaml
+        retain logd retain expire.yaml --now 2026-09-12T08:00:00Z --scope trial-1
+    """
+    from retain.logd.client import Client, parse_address
+    from retain.logd.protocol import dump, dump_braced, load
+    from retain.logd.retain_rules import parse_retain
+
+    document, _ = load(file.read())
+    body = document["retain"] if isinstance(document, dict) and set(document) == {"retain"} else document
+    if now is not None:
+        body = {**body, "now": now} if isinstance(body, dict) else body
+    parse_retain(body)  # refused here, before anything is sent
+    with Client(parse_address(address), author=author, scope=scope) as client:
+        answer = client.request({"retain": body})
+    sys.stdout.write(dump(answer, "json").decode() if as_json else dump_braced(answer))
+    if "error" in answer:
+        sys.exit(1)
+
+
+@logd.command("schedule")
+@click.argument("policy_path", metavar="POLICY")
+@click.option("--connect", "address", envvar="RETAIN_LOGD", show_envvar=True,
+              help=f"The logd to send to: HOST:PORT or unix:PATH; overrides the file's connect [{DEFAULT_LISTEN}].")
+@click.option("--once", is_flag=True, help="Send one request now and exit (for cron); exit status 1 on an error.")
+def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
+    """Send the retain request of a TOML schedule to a logd on its beat.
+
+    POLICY declares the beat (every), the rules and where logd is (see
+    docs/logd.md, "Retain on a schedule"); it is checked whole before
+    anything connects. Each beat sends now from this machine's clock: the
+    policy and the clock live here, never inside logd. SIGTERM or SIGINT
+    stops it after the beat in progress.
+
+    \b
+    Example:
+        retain logd schedule retain-jobs.toml
+        retain logd schedule retain-jobs.toml --once --connect unix:/run/logd.sock
+    """
+    import logging
+    import signal
+    import threading
+
+    from retain.logd.client import parse_address
+    from retain.logd.protocol import dump_braced
+    from retain.logd.schedule import describe_answer, load_schedule, run_schedule, send_retain, utc_now
+
+    schedule = load_schedule(policy_path)
+    target = parse_address(address or schedule.connect or DEFAULT_LISTEN)
+    if once:
+        answer = send_retain(target, schedule.request_at(utc_now()), scope=schedule.scope)
+        sys.stdout.write(dump_braced(answer))
+        if "error" in answer:
+            sys.exit(1)
+        return
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    log = logging.getLogger("retain.schedule")
+    stop = threading.Event()
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, lambda number, frame: stop.set())
+    log.info("retain schedule from %s: %d rules every %s to %s", schedule.source, len(schedule.request.rules),
+             schedule.every, address or schedule.connect or DEFAULT_LISTEN)
+    beats = run_schedule(schedule, target, stop=stop, on_answer=lambda now, answer: log.info(describe_answer(answer)),
+                         on_error=lambda now, error: log.warning("retain at %s: %s", now.isoformat(), error))
+    log.info("stopped after %d beats", beats)
+

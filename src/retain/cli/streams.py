@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import redis
@@ -21,6 +21,9 @@ from retain.streams import (DriverMetrics, PolicyFile, RawKey, RetentionDriver, 
                             load_policy, preview, trim, utc_now)
 from retain.streams.keys import DEFAULT_PREFIX
 from retain.windows import MaxAge, MaxLen, MinId
+
+if TYPE_CHECKING:
+    from retain.archive import Archive
 
 __all__ = ["streams"]
 
@@ -84,7 +87,8 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
 @click.argument("policy_path", metavar="POLICY")
 @click.option("--once", is_flag=True, help="Apply one beat and exit (for cron); exit status 1 if a stream failed.")
 @click.option("--dry-run", is_flag=True,
-              help="Print per stream its length, what the window keeps and what a trim would remove now; trim nothing.")
+              help="Print per stream its length, what the window keeps and what a trim would remove now "
+                   "(for an archived stream, what a fold would archive first); fold and trim nothing.")
 @click.option("--metrics-port", type=click.IntRange(1, 65535),
               help="Serve Prometheus metrics at http://ADDR:PORT/metrics while the daemon runs.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True,
@@ -96,10 +100,12 @@ def run_command(policy_path: str, once: bool, dry_run: bool, metrics_port: int |
     """Run the retention daemon: re-apply the POLICY file's windows on its own beat.
 
     POLICY is a TOML file naming the streams and their windows (see
-    docs/policy.md); it is checked whole before anything connects. The daemon
-    logs each beat's outcome to stderr. SIGTERM or SIGINT finishes the beat in
-    progress and exits 0. It only ever sends XTRIM (and XLEN for metrics): it
-    never reads a stream or touches a consumer group.
+    docs/policy.md); it is checked whole, and its archive opened, before
+    anything connects. A stream with archive = true is folded into the file's
+    archive before each trim, and trimmed only past what is archived. The
+    daemon logs each beat's outcome to stderr. SIGTERM or SIGINT finishes the
+    beat in progress and exits 0. For a plain stream it only sends XTRIM (and
+    XLEN for metrics); it never touches a consumer group.
 
     \b
     Example:
@@ -111,15 +117,16 @@ def run_command(policy_path: str, once: bool, dry_run: bool, metrics_port: int |
     if metrics_port is not None and (once or dry_run):
         raise click.UsageError("--metrics-port serves a running daemon: drop --once and --dry-run")
     policy_file = load_policy(policy_path)
+    archive = policy_file.open_archive()
     conn = _client(url or policy_file.url or os.environ.get("RETAIN_REDIS_URL") or DEFAULT_REDIS_URL,
                    policy_file.cluster)
     try:
         if dry_run:
-            _dry_run(conn, policy_file)
+            _dry_run(conn, policy_file, archive)
         elif once:
-            _once(conn, policy_file)
+            _once(_driver(conn, policy_file, archive))
         else:
-            _daemon(conn, policy_file, metrics_port, metrics_addr)
+            _daemon(conn, policy_file, archive, metrics_port, metrics_addr)
     finally:
         conn.close()
 
@@ -137,28 +144,38 @@ def _client(url: str, cluster: bool) -> redis.Redis | redis.cluster.RedisCluster
         raise map_error(exc) from exc  # type: ignore[arg-type]
 
 
-def _dry_run(conn: Any, policy_file: PolicyFile) -> None:
+def _driver(conn: Any, policy_file: PolicyFile, archive: Archive | None, **options: Any) -> RetentionDriver:
+    return RetentionDriver(conn, policy_file.policy, archive=archive, fold_min_entries=policy_file.fold_min_entries,
+                           tick=policy_file.tick, **options)
+
+
+def _dry_run(conn: Any, policy_file: PolicyFile, archive: Archive | None) -> None:
     now = utc_now()
-    rows = preview(conn, policy_file.policy, now=now)
-    click.echo(f"dry run at {now.isoformat(timespec='seconds')}: nothing is trimmed")
+    rows = preview(conn, policy_file.policy, now=now, archive=archive, fold_min_entries=policy_file.fold_min_entries)
+    click.echo(f"dry run at {now.isoformat(timespec='seconds')}: nothing is folded or trimmed")
     for row in rows:
         click.echo(row.describe())
     if any(row.error for row in rows):
         sys.exit(1)
 
 
-def _once(conn: Any, policy_file: PolicyFile) -> None:
-    report = RetentionDriver(conn, policy_file.policy, tick=policy_file.tick).sweep()
+def _once(driver: RetentionDriver) -> None:
+    report = driver.sweep()
     click.echo(report.summary())
     for key, removed in report.removed_by.items():
-        click.echo(f"{key}  removed {removed}")
+        if key in report.folded_by:
+            click.echo(f"{key}  folded {report.folded_by[key]}, W = {report.watermarks[key] or 'none'}, "
+                       f"removed {removed}")
+        else:
+            click.echo(f"{key}  removed {removed}")
     for key, error in report.failures.items():
-        click.echo(f"{key}  failed: {error}")
+        click.echo(f"{key}  {'fold failed, not trimmed' if key in report.fold_failures else 'failed'}: {error}")
     if report.failures:
         sys.exit(1)
 
 
-def _daemon(conn: Any, policy_file: PolicyFile, metrics_port: int | None, metrics_addr: str) -> None:
+def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, metrics_port: int | None,
+            metrics_addr: str) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     log = logging.getLogger("retain.daemon")
@@ -169,8 +186,7 @@ def _daemon(conn: Any, policy_file: PolicyFile, metrics_port: int | None, metric
         if metrics is not None:
             metrics.observe(report)
 
-    driver = RetentionDriver(conn, policy_file.policy, tick=policy_file.tick,
-                             measure_lengths=metrics is not None, on_report=on_report)
+    driver = _driver(conn, policy_file, archive, measure_lengths=metrics is not None, on_report=on_report)
     # Block the stop signals in every thread and wait for them here: the beat
     # thread finishes the beat in progress, and no handler runs in the middle of one.
     stop_signals = {signal.SIGTERM, signal.SIGINT}
@@ -184,7 +200,8 @@ def _daemon(conn: Any, policy_file: PolicyFile, metrics_port: int | None, metric
                 raise click.ClickException(f"cannot serve metrics on {metrics_addr}:{metrics_port}: {exc}") from exc
             log.info("metrics at http://%s:%d/metrics", metrics_addr, metrics_port)
         driver.start()
-        log.info("retention driver started: %d streams from %s, tick %gs", len(policy_file.policy),
+        folding = f" ({len(policy_file.policy.archived)} folded into {archive.url})" if archive is not None else ""
+        log.info("retention driver started: %d streams%s from %s, tick %gs", len(policy_file.policy), folding,
                  policy_file.source, policy_file.tick)
         received = signal.sigwait(stop_signals)
         log.info("%s received: finishing the beat in progress", signal.Signals(received).name)

@@ -1,4 +1,5 @@
-"""A logd of its own (a temp SQLite file, a Unix socket), a few hundred jobs and events written to it."""
+"""A logd of its own (a temp SQLite file, a Unix socket), a few hundred jobs and events written to it,
+then aged out by a retain request (seed 004), printed as the seed prints it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from rich.table import Table
 from retain.errors import PreconditionFailed, SchemaViolation
 from retain.logd import Store
 from retain.logd.client import Client
+from retain.logd.protocol import dump_braced, load
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
 from retain.logd.tags import AutoId
@@ -22,6 +24,20 @@ __all__ = ["logd_jobs"]
 JOBS, EVENTS, BATCH = 300, 200, 25
 STATUSES = ["done", "done", "canceled", "running", "failed"]
 STAMPED = datetime(2026, 9, 12, 8, 0, tzinfo=timezone.utc)  # records carry their own time; the demo fixes it
+#: the retain request as seed 004 writes one; logd reads it as written
+RETAIN = """\
+{retain: {
+  now: "2026-09-12T08:00:00Z"
+  author: verse/retention
+  what:
+  - path: jobs.*
+    match: {status: !or [done, canceled]}
+    age: .updatedAt
+    after: 1d
+  - path: events(*)
+    age: .at
+    after: 3d
+}}"""
 
 
 def _stamp(minutes_ago: int) -> str:
@@ -74,4 +90,24 @@ def logd_jobs(server: RedisServer | None, console: Console) -> None:
                                         f"at commit {deltas[-1]['commit']}")
             table.add_row("a stale precondition", precondition)
             table.add_row("a delete the schema forbids", violation)
-    console.print(table)
+            console.print(table)
+            answer, notes = _retain(writer, watcher)
+    console.print("\nlogd: retain is a request, and the request is a write (seed 004)")
+    console.out(RETAIN, highlight=False)
+    console.out(dump_braced(answer).rstrip("\n"), highlight=False)
+    for note in notes:
+        console.out(note, highlight=False)
+
+
+def _retain(writer: Client, watcher: Client) -> tuple[dict, list[str]]:
+    """Two jobs whose stamps no clock can read, then the request; its deletes are ordinary commits."""
+    writer.patch([{"set": "jobs.legacy1", "value": {"status": "done", "updatedAt": 1789200000}},
+                  {"set": "jobs.legacy2", "value": {"status": "canceled", "updatedAt": "2026-09-01"}}])
+    before = writer.call("get", path="jobs")["commit"]
+    answer = writer.request(load(RETAIN)[0])
+    older = len(writer.list("jobs.*", at=before).items) - len(writer.list("jobs.*").items)
+    delta = watcher.next_delta()
+    while delta["author"] != "verse/retention":
+        delta = watcher.next_delta()
+    return answer, [f"a read at commit {before}, before it, still shows the {older} jobs it deleted",
+                    f"watch jobs: commit {delta['commit']} by {delta['author']}, {len(delta['ops'])} deletes"]

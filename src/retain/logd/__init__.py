@@ -7,12 +7,17 @@ See ``docs/logd.md``. The embedded store::
     ops = store.session(author="verse/ops")
     ops.patch([{"set": "jobs.j1", "value": {"status": "done"}}])
 
+Retention is a request (seed 004): :func:`run_retain` ages records out as ordinary,
+precondition-guarded delete commits.
+
 Served (``retain logd serve``) it speaks YAML or JSON documents over a stream socket
 and HTTP; :class:`Client` and :class:`AsyncClient` talk to it.
 """
 
 from retain.logd.client import AsyncClient, Client
 from retain.logd.paths import Path, parse
+from retain.logd.retain import RetainResult, RuleResult, run_retain
+from retain.logd.retain_rules import RetainRequest, RetainRule, Selection, parse_retain, select
 from retain.logd.schema import Schema
 from retain.logd.server import LogdServer, ServerThread
 from retain.logd.settings import Settings, Tier
@@ -35,8 +40,13 @@ __all__ = [
     "Path",
     "Raw",
     "Read",
+    "RetainRequest",
+    "RetainResult",
+    "RetainRule",
+    "RuleResult",
     "Schema",
     "ScopeInfo",
+    "Selection",
     "ServerThread",
     "Session",
     "Settings",
@@ -45,4 +55,7 @@ __all__ = [
     "Tier",
     "Written",
     "parse",
+    "parse_retain",
+    "run_retain",
+    "select",
 ]

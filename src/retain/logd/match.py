@@ -30,6 +30,8 @@ _SCALARS = (type(None), bool, int, float, str)
 
 def matches(pattern: Any, value: Any) -> bool:
     """Whether ``value`` matches ``pattern`` (see the module docstring)."""
+    if type(pattern) is str:  # the common case first: a string equals only an equal string
+        return pattern == value
     if isinstance(pattern, Or):
         return any(matches(alternative, value) for alternative in pattern.alternatives)
     if value is ABSENT:

@@ -11,6 +11,10 @@ Loading is safe by construction: documents are read from the YAML *event* stream
   timestamp stays a string: the tree holds RFC 3339 strings, not datetimes;
 - map keys are strings as written (``1: a`` has the key ``"1"``); a duplicate key is refused.
 
+A document in seed 004's braced shape -- ``{retain: {`` on the first line, block content,
+``}}`` on the last -- reads as the block document it stands for (:mod:`retain.logd.braced`),
+and as plain YAML only when that fails; :func:`dump_braced` writes answers in that shape.
+
 A document whose text parses as JSON is JSON, with tags spelled ``{"!or": [...]}``
 (see :mod:`retain.logd.tags`); it is answered in JSON. Everything else is YAML
 (which may use the JSON spelling of a tag too).
@@ -30,10 +34,11 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import ScalarNode
 
 from retain.errors import InvalidDocument, InvalidRequest, LogdError
+from retain.logd.braced import brace, unbrace
 from retain.logd.tags import TAG_NAMES, AutoId, LogdKey, Or, Raw, build, from_plain, to_plain
 
-__all__ = ["END", "Format", "Framer", "Limits", "TooLarge", "answer_error", "answer_result", "dump", "frame", "load",
-           "parse_request", "split_documents"]
+__all__ = ["END", "Format", "Framer", "Limits", "TooLarge", "answer_error", "answer_result", "dump", "dump_braced",
+           "frame", "load", "parse_request", "split_documents"]
 
 Format = Literal["yaml", "json"]
 END = b"...\n"  # the line that ends a document on a stream
@@ -96,7 +101,19 @@ def load(data: bytes | str, limits: Limits = Limits()) -> tuple[Any, Format]:
         else:
             _check_depth(value, limits.max_depth)
             return from_plain(value), "json"
-    return from_plain(_load_yaml(text, limits)), "yaml"
+    braced = unbrace(text)
+    if braced is None:
+        return from_plain(_load_yaml(text, limits)), "yaml"
+    # Braced first: block content in braces is seldom YAML, and when it is, it may not mean what it shows.
+    block, line_shift = braced
+    try:
+        value = _load_yaml(block, limits, line_shift)
+    except _NotYaml as not_block:
+        try:
+            value = _load_yaml(text, limits)  # flow YAML that happens to have the braced shape
+        except _NotYaml:
+            raise not_block from None
+    return from_plain(value), "yaml"
 
 
 def dump(value: Any, fmt: Format) -> bytes:
@@ -105,6 +122,27 @@ def dump(value: Any, fmt: Format) -> bytes:
         return json.dumps(to_plain(value), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
     return yaml.dump(value, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
                      default_flow_style=False, width=120).encode()
+
+
+def dump_braced(value: Any) -> str:
+    """A YAML document in seed 004's braced shape: ``{result: {retain: {`` + block content + ``}}}``.
+
+    The maps that each hold one map are the braces; what they hold is written as a block, its
+    innermost lists and maps in flow style (``- {path: jobs.*, deleted: 300}``), and strings that
+    would read as something else in double quotes (``now: "2026-09-12T08:00:00Z"``). :func:`load`
+    reads it back. A document of any other shape is written as plain YAML.
+    """
+    names = []
+    while isinstance(value, dict) and len(value) == 1:
+        (name, inner), = value.items()
+        if not isinstance(inner, dict) or not inner:
+            break
+        names.append(str(name))
+        value = inner
+    if not names:
+        return dump(value, "yaml").decode()
+    return brace(names, value, lambda body: yaml.dump(body, Dumper=_BracedDumper, sort_keys=False,
+                                                      allow_unicode=True, default_flow_style=None, width=120))
 
 
 def frame(value: Any, fmt: Format) -> bytes:
@@ -207,6 +245,22 @@ _Dumper.add_representer(Raw, lambda d, v: d.represent_scalar("!raw", ""))
 _Dumper.add_representer(tuple, lambda d, v: d.represent_list(list(v)))
 
 
+class _BracedDumper(_Dumper):
+    """Strings that would not read back as strings in double quotes, as seed 004 writes them."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    plain = dumper.resolve(ScalarNode, text, (True, False)) == _CORE + "str"
+    return dumper.represent_scalar(_CORE + "str", text, style=None if plain else '"')
+
+
+_BracedDumper.add_representer(str, _represent_str)
+
+
+class _NotYaml(InvalidDocument):
+    """The text is not YAML at all (a syntax error), as opposed to YAML that is refused."""
+
+
 def _refuse_constant(name: str) -> Any:
     raise InvalidDocument(f"{name} is not JSON: numbers are finite")
 
@@ -229,8 +283,11 @@ def _check_depth(value: Any, limit: int) -> None:
 _KEY = object()  # a map waiting for its next key
 
 
-def _load_yaml(text: str, limits: Limits) -> Any:
-    """Build the value from parser events: no recursion, no aliases, registered tags only."""
+def _load_yaml(text: str, limits: Limits, line_shift: int = 0) -> Any:
+    """Build the value from parser events: no recursion, no aliases, registered tags only.
+
+    ``line_shift``: how many lines the text was moved down from the one the sender wrote (errors name theirs).
+    """
     stack: list[list[Any]] = []  # [container, tag, pending key or _KEY]
     result: list[Any] = []
     documents = 0
@@ -257,14 +314,16 @@ def _load_yaml(text: str, limits: Limits) -> Any:
             elif isinstance(event, yaml.ScalarEvent):
                 _add(stack, result, _scalar(event), event)
     except yaml.YAMLError as exc:
-        raise InvalidDocument(f"not a YAML or JSON document: {str(exc).splitlines()[0]}"
-                              f"{_where(exc)}") from None
+        raise _NotYaml(f"not a YAML or JSON document: {str(exc).splitlines()[0]}"
+                       f"{_where(exc, line_shift)}") from None
     return result[0] if result else None
 
 
-def _where(exc: yaml.YAMLError) -> str:
+def _where(exc: yaml.YAMLError, line_shift: int) -> str:
     mark = getattr(exc, "problem_mark", None)
-    return f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    if mark is None:
+        return ""
+    return f" (line {max(mark.line + 1 - line_shift, 1)}, column {mark.column + 1})"
 
 
 def _collection_tag(tag: str | None, is_map: bool) -> str | None:

@@ -126,12 +126,16 @@ class SqliteBackend:
         return Row(key, row[0], row[1]) if row else None
 
     @_translated_iter
-    def scan(self, scope: int, key: str, at: int, *, children: bool = False) -> Iterator[Row]:
+    def scan(self, scope: int, key: str, at: int, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
         # SQLite's bare-column rule: with max(rev), kind and value come from the newest version.
-        if children:
+        if end is not None:
+            sql = ("SELECT key, kind, value, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
+                   "AND rev <= ? GROUP BY key ORDER BY key")
+            params: tuple[Any, ...] = (scope, key, end, at)
+        elif children:
             sql = ("SELECT key, kind, value, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
                    "AND rev <= ? AND instr(substr(key, ?), char(31)) = 0 GROUP BY key ORDER BY key")
-            params: tuple[Any, ...] = (scope, key + SEP, key + _AFTER_SEP, at, len(key) + 2)
+            params = (scope, key + SEP, key + _AFTER_SEP, at, len(key) + 2)
         else:
             sql = ("SELECT key, kind, value, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
                    "AND rev <= ? GROUP BY key ORDER BY key")

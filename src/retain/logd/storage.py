@@ -68,9 +68,10 @@ class Backend(Protocol):
     def latest(self, scope: int, key: str, at: int) -> Row | None:
         """The newest version of one record in one scope at or before ``at`` (tombstones included)."""
 
-    def scan(self, scope: int, key: str, at: int, *, children: bool = False) -> Iterator[Row]:
+    def scan(self, scope: int, key: str, at: int, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
         """Newest version at or before ``at`` of each record in ``key``'s subtree (itself included), in key
-        order; with ``children`` only its direct children. Tombstones included."""
+        order; with ``children`` only its direct children; with ``end``, of every record from ``key`` up to
+        ``end`` (exclusive): several siblings' subtrees in one range. Tombstones included."""
 
     def write(self, record: CommitRecord, rows: Iterable[Row], meta: dict[str, str] | None = None) -> None:
         """Inside a transaction: append the commit, its row versions (rev = its number) and meta changes."""

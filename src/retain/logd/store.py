@@ -26,7 +26,7 @@ from typing import Any
 from retain.errors import Compacted, InvalidRequest, NotFound
 from retain.logd import history
 from retain.logd.draft import Draft
-from retain.logd.ops import Op, parse_ops, parse_precondition
+from retain.logd.ops import Delete, Op, parse_ops, parse_precondition
 from retain.logd.paths import ROOT, Path, check_key, parse
 from retain.logd.schema import Schema
 from retain.logd.settings import Settings
@@ -203,6 +203,8 @@ class Store:
         with self.backend.transaction():
             head, last_time = self.backend.head()
             draft = Draft(View(self.backend, head, session.scope_id), schema or self.schema, head + 1)
+            ops = tuple(ops)
+            draft.prefetch([path for path, _ in precondition] + [op.path for op in ops if isinstance(op, Delete)])
             draft.precondition(precondition, self.settings.read_budget)
             meta = None
             if schema is not None:

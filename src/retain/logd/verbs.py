@@ -5,8 +5,8 @@ returns the result body, or raises a :class:`~retain.errors.LogdError`, which
 :func:`handle` turns into ``{error: {code, message}}``. Bodies are checked field by
 field: an unknown field is an ``invalid_request``, never silently ignored.
 
-The retain request (step 5) registers itself here as ``VERBS["retain"]``; it runs on
-the same loop as a patch and commits through :meth:`Session.patch`.
+``retain`` (seed 004, :mod:`retain.logd.retain`) runs on the same loop as a patch and
+commits through :meth:`Session.patch`, so a read pipelined behind it sees its deletes.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 from retain.errors import InvalidDocument, InvalidRequest, LogdError, StorageError, Unsupported
 from retain.logd.paths import ROOT, Path, parse
 from retain.logd.protocol import Format, Limits, TooLarge, answer_error, answer_result, load, parse_request
+from retain.logd.retain import run_retain
 from retain.logd.store import Delta, Session, Store
 
 __all__ = ["VERBS", "Context", "Handler", "Subscribe", "delta_document", "handle", "respond"]
@@ -168,7 +169,12 @@ def _compact(context: Context, body: dict[str, Any]) -> dict[str, Any]:
     return {"boundary": done.boundary, "snapshots": list(done.snapshots), "removed": done.removed}
 
 
-#: verb -> handler. Step 5 adds "retain".
+def _retain(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    # Checked whole before any rule runs; without now, the store's clock is read once, inside.
+    return run_retain(context.session, body).to_document()
+
+
+#: verb -> handler.
 VERBS: dict[str, Handler] = {
     "session": _session,
     "schema": _schema,
@@ -179,4 +185,5 @@ VERBS: dict[str, Handler] = {
     "scopes": _scopes,
     "drop": _drop,
     "compact": _compact,
+    "retain": _retain,
 }

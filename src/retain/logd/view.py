@@ -11,6 +11,7 @@ element, so storing them apart would rewrite them all anyway.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from retain.errors import InvalidRequest, NotFound, ReadBudgetExceeded
 from retain.logd.paths import Field, Index, Key, Path, Segment, Wild, check_key, is_key
 from retain.logd.storage import BASELINE, GONE, KEYED, MAP, SEP, Backend, Row
 
-__all__ = ["Location", "Reader", "View", "check_data", "dumps", "leaves", "list_items", "locate", "merge",
+__all__ = ["Location", "Reader", "View", "check_data", "dumps", "iter_items", "leaves", "list_items", "locate", "merge",
            "name_in", "navigate", "read_value"]
 
 
@@ -92,12 +93,13 @@ class View:
                 cut = key.rfind(SEP, 0, cut)
         return row
 
-    def rows(self, key: str, *, children: bool = False) -> Iterator[Row]:
-        """Every record version visible in ``key``'s subtree, tombstones included, in key order."""
-        base = self.backend.scan(BASELINE, key, self.at, children=children)
+    def rows(self, key: str, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
+        """Every record version visible in ``key``'s subtree (with ``end``: from ``key`` up to ``end``),
+        tombstones included, in key order."""
+        base = self.backend.scan(BASELINE, key, self.at, children=children, end=end)
         if self.scope == BASELINE:
             return base
-        return merge(base, self.backend.scan(self.scope, key, self.at, children=children))
+        return merge(base, self.backend.scan(self.scope, key, self.at, children=children, end=end))
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,28 +161,48 @@ def navigate(value: Any, segments: tuple[Segment, ...], path: Path) -> Any:
 def _assemble(reader: Reader, key: str, row: Row, budget: int | None, path: Path) -> Any:
     """The value of the record at ``key`` with its whole subtree, counting records against ``budget``."""
     top: Any = leaves(row) if row.kind == MAP else []
-    stack: list[tuple[str, Any, int]] = [(key, top, row.kind)]
-    count = 1
+    for name, value in _children(reader, key, row, budget, path):
+        if row.kind == MAP:
+            top[name] = value
+        else:
+            top.append(value)
+    return top
+
+
+def _children(reader: Reader, key: str, row: Row, budget: int | None, path: Path) -> Iterator[tuple[str, Any]]:
+    """The record children of the record at ``key``, each with its whole subtree, in key order, each one
+    yielded as soon as it is whole (a key-ordered scan is a pre-order walk), so a caller can stream them."""
+    # The hot loop of every big read: locals, and each record's prefix (key + SEP) made once.
+    stack: list[tuple[str, Any, int]] = [(key + SEP, None, row.kind)]  # (prefix, value, kind) down to here
+    current: tuple[str, Any] | None = None  # the child being assembled
+    count, limit, loads = 1, budget, json.loads
     for found in reader.rows(key):
-        if found.kind == GONE or found.key == key:
+        found_key, kind = found.key, found.kind
+        if kind == GONE or found_key == key:
             continue
-        while not found.key.startswith(stack[-1][0] + SEP):
+        while not found_key.startswith(stack[-1][0]):
             stack.pop()
-        parent_key, parent, parent_kind = stack[-1]
-        if found.key.rfind(SEP) != len(parent_key):
+        parent_prefix, parent, parent_kind = stack[-1]
+        name = found_key[len(parent_prefix):]
+        if SEP in name:
             continue  # an orphan: its parent is not visible here
         count += 1
-        if budget is not None and count > budget:
-            raise ReadBudgetExceeded(f"reading {path or 'the root'} touches more than {budget} records "
-                                     f"(storage.readBudget = {budget}); raise storage.readBudget or split "
+        if limit is not None and count > limit:
+            raise ReadBudgetExceeded(f"reading {path or 'the root'} touches more than {limit} records "
+                                     f"(storage.readBudget = {limit}); raise storage.readBudget or split "
                                      "the collection")
-        value: Any = leaves(found) if found.kind == MAP else []
-        if parent_kind == MAP:
-            parent[found.key[len(parent_key) + 1:]] = value
+        value: Any = (loads(found.value) if found.value else {}) if kind == MAP else []
+        if parent is None:  # a child of the top record: the one before it is whole
+            if current is not None:
+                yield current
+            current = (name, value)
+        elif parent_kind == MAP:
+            parent[name] = value
         else:
             parent.append(value)
-        stack.append((found.key, value, found.kind))
-    return top
+        stack.append((found_key + SEP, value, kind))
+    if current is not None:
+        yield current
 
 
 def read_value(reader: Reader, path: Path, budget: int | None = None) -> Any:
@@ -204,20 +226,38 @@ def list_items(reader: Reader, path: Path, budget: int | None = None) -> Any:
     Raises:
         InvalidRequest: the wildcard does not fit the container (``jobs(*)`` over a map, ...).
     """
+    items = iter_items(reader, path, budget)
+    return dict(items) if path.last == Wild("field") else [value for _, value in items]
+
+
+def iter_items(reader: Reader, path: Path, budget: int | None = None) -> Iterator[tuple[str, Any]]:
+    """The children of a container as ``(name, value)`` pairs, one at a time, in :func:`list_items`' order.
+
+    A keyed array's element is named by its key, a dense array's by its position. The container is
+    found and checked before this returns; the items are read as they are consumed, so a caller
+    that keeps few of them holds few (the read budget still counts every record).
+
+    Raises:
+        NotFound: no container is there.
+        InvalidRequest: the wildcard does not fit the container (``jobs(*)`` over a map, ...).
+    """
     wild = path.last
     if not isinstance(wild, Wild):
         raise InvalidRequest(f"list takes a container's children: {path}.*, {path}(*) or {path}[*]")
     container = path.parent
     location = locate(reader, container)
     if location.depth == len(container.segments):
-        kind = location.row.kind
-        if (kind, wild.kind) not in ((MAP, "field"), (KEYED, "key")):
-            fit = f"{container}.*" if kind == MAP else f"{container}(*)"
-            raise InvalidRequest(f"{path}: {container or 'the root'} is {_KIND_NAMES[kind]}; list {fit}")
-        return _assemble(reader, location.key, location.row, budget, container)
+        row = location.row
+        if (row.kind, wild.kind) not in ((MAP, "field"), (KEYED, "key")):
+            fit = f"{container}.*" if row.kind == MAP else f"{container}(*)"
+            raise InvalidRequest(f"{path}: {container or 'the root'} is {_KIND_NAMES[row.kind]}; list {fit}")
+        records = _children(reader, location.key, row, budget, container)
+        return itertools.chain(leaves(row).items(), records) if row.kind == MAP else records
     value = read_value(reader, container)
-    if wild.kind == "index" and isinstance(value, list) or wild.kind == "field" and isinstance(value, dict):
-        return value
+    if wild.kind == "index" and isinstance(value, list):
+        return ((str(index), item) for index, item in enumerate(value))
+    if wild.kind == "field" and isinstance(value, dict):
+        return iter(value.items())
     shape = "a dense array" if isinstance(value, list) else type(value).__name__
     fit = {list: f"{container}[*]", dict: f"{container}.*"}.get(type(value), "nothing: it is not a container")
     raise InvalidRequest(f"{path}: {container} is {shape}; list {fit}")

@@ -4,12 +4,13 @@ from retain.streams.driver import AsyncRetentionDriver, RetentionDriver, SweepRe
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, Stream, StreamRef, stream_key
 from retain.streams.metrics import DriverMetrics
 from retain.streams.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, decide
-from retain.streams.policyfile import PolicyFile, load_policy, parse_policy
+from retain.streams.policyfile import ArchiveSettings, PolicyFile, load_policy, parse_policy
 from retain.streams.dryrun import StreamPreview, preview
 from retain.streams.trim import atrim, trim, xtrim_command
 
 __all__ = [
     "DEFAULT_PREFIX",
+    "ArchiveSettings",
     "AsyncRetentionDriver",
     "DriverMetrics",
     "Policy",

@@ -2,12 +2,14 @@
 
 Bounded memory is a safety property; a consumer being up is a liveness fact.
 The driver keeps them apart: it trims the declared streams on a beat of its
-own, so a stream nobody reads is bounded all the same. It never reads or
-touches consumer groups; it only sends XTRIM (and XLEN when asked to measure).
+own, so a stream nobody reads is bounded all the same. It never touches
+consumer groups. For a plain entry it only sends XTRIM (and XLEN when asked to
+measure); an archived entry's stream is also read, to fold it.
 
 One beat is one :meth:`~RetentionDriver.sweep`:
 
-1. ``now = clock()``; ``calls = decide(policy, now)`` — pure (:mod:`retain.streams.policy`);
+1. ``now = clock()``; ``calls = decide(policy, now)`` — pure (:mod:`retain.streams.policy`):
+   the XTRIMs of the plain entries;
 2. every call goes into one pipeline: one round trip on a standalone server
    (a standalone ``redis.Redis`` gets one write of the packed commands on a
    pooled connection; see :func:`_send_direct`). On a
@@ -20,11 +22,15 @@ One beat is one :meth:`~RetentionDriver.sweep`:
    failure, logged and counted in the :class:`SweepReport`, and the others proceed.
    When the whole pipeline fails (the connection dropped), every stream of the
    beat reports :class:`~retain.errors.ServerUnavailable`. A sweep never raises
-   for a stream's failure; the next beat re-applies the idempotent window.
-
-(An archived entry will take another path in step 3 — fold, then trim with
-MINID just past the new watermark — and join the same pipeline as a plain
-:class:`~retain.streams.policy.TrimCall`; nothing here needs to change for it.)
+   for a stream's failure; the next beat re-applies the idempotent window;
+4. then each archived entry (``StreamPolicy(..., archive=True)``), one after
+   another, at the same ``now``: :func:`retain.archive.fold_then_trim` folds
+   everything its window drops into the driver's archive, then trims with
+   ``MINID`` just past the archive's watermark W, so a trim only ever removes
+   what is archived (INV-FOLD). If the fold fails, that stream is not trimmed
+   this beat: its error is the stream's failure (in ``failures`` and
+   ``fold_failures``), logged, and the beat goes on. Every step is safe to
+   re-run after a crash (INV-IDEMPOTENT): the next beat folds on from W.
 
 Runners, opt-in and owner-started (importing retain starts nothing):
 
@@ -45,6 +51,9 @@ Example:
     >>> driver = RetentionDriver(redis.Redis(), [(StreamRef("codemojex", "activity"), MaxLen(10_000))])
     >>> with driver:          # beats every second on a thread until the block ends
     ...     serve_the_game()
+    >>> archived = RetentionDriver(redis.Redis(), [StreamPolicy(StreamRef("codemojex", "activity"),
+    ...                                                         MaxLen(10_000), archive=True)],
+    ...                            archive=Archive("file:///var/lib/retain"))
 """
 
 from __future__ import annotations
@@ -58,13 +67,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
 
 from retain._redis import map_error
-from retain.errors import InvalidPolicy, RetainError, ServerUnavailable
-from retain.streams.policy import Policy, PolicyEntry, TrimCall, decide
+from retain.errors import ArchiveUnavailable, InvalidPolicy, RetainError, ServerUnavailable
+from retain.streams.policy import UNLIMITED, Policy, PolicyEntry, TrimCall, checked_archive, decide
+
+if TYPE_CHECKING:
+    # Only for annotations: the archive (pyarrow, obstore) is loaded by a driver that archives.
+    from retain.archive import FoldProgress, StreamId
 
 __all__ = ["AsyncRetentionDriver", "RetentionDriver", "SweepReport", "beat_delay", "utc_now"]
 
@@ -83,28 +96,46 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def _empty() -> Mapping[Any, Any]:
+    return MappingProxyType({})
+
+
 @dataclass(frozen=True)
 class SweepReport:
     """What one beat did.
 
-    ``removed_by`` has an entry for every trim the server applied, ``failures``
-    for every one it did not; together they cover every stream of the policy.
+    ``removed_by`` has an entry for every stream whose trim went through (an
+    archived stream's after its fold), ``failures`` for every one that did not;
+    together they cover every stream of the policy. ``folded_by`` and
+    ``watermarks`` cover the archived streams whose fold went through.
     """
 
     #: the clock instant the beat was decided at
     at: datetime
     #: entries removed in all
     removed: int
-    #: trims the server applied (a failed trim is not counted)
+    #: streams whose trim went through (a failed one is not counted; an archived
+    #: stream counts once its fold went through, even with nothing to trim)
     calls: int
     #: stream key -> entries removed
     removed_by: Mapping[str, int]
-    #: stream key -> the error its trim met
+    #: stream key -> the error its trim (or an archived stream's fold) met
     failures: Mapping[str, RetainError]
     #: stream key -> length right after its trim; empty unless the driver measures
-    lengths: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    #: seconds from sending the pipeline to reading its last answer
+    lengths: Mapping[str, int] = field(default_factory=_empty)
+    #: seconds from sending the beat's first command to its last answer, folds included
     elapsed: float = 0.0
+    #: archived stream key -> entries this beat folded into the archive (0 included)
+    folded_by: Mapping[str, int] = field(default_factory=_empty)
+    #: archived stream key -> the archive's watermark W after this beat (None: nothing archived yet)
+    watermarks: Mapping[str, StreamId | None] = field(default_factory=_empty)
+    #: archived stream key -> the error its fold met, so it was not trimmed this beat (also in ``failures``)
+    fold_failures: Mapping[str, RetainError] = field(default_factory=_empty)
+
+    @property
+    def folded(self) -> int:
+        """Entries folded into the archive in all."""
+        return sum(self.folded_by.values())
 
     @property
     def ok(self) -> bool:
@@ -117,10 +148,14 @@ class SweepReport:
         return any(isinstance(error, ServerUnavailable) for error in self.failures.values())
 
     def summary(self) -> str:
-        """One line for a log: ``beat at <instant>: removed 120 entries in 3 trims, 1 failed, 1.2 ms``."""
+        """One line for a log, such as ``beat at <instant>: removed 120 entries in 3 trims, 1 failed, 1.2 ms``.
+
+        With archived streams it also says ``folded 80 entries`` after the trims.
+        """
         failed = f", {len(self.failures)} failed" if self.failures else ""
+        folded = f", folded {_count(self.folded, 'entry', 'entries')}" if self.folded_by or self.fold_failures else ""
         removed, calls = _count(self.removed, "entry", "entries"), _count(self.calls, "trim", "trims")
-        return (f"beat at {self.at.isoformat(timespec='milliseconds')}: removed {removed} in {calls}{failed}, "
+        return (f"beat at {self.at.isoformat(timespec='milliseconds')}: removed {removed} in {calls}{folded}{failed}, "
                 f"{self.elapsed * 1e3:.1f} ms")
 
 
@@ -139,15 +174,42 @@ def beat_delay(tick: float, troubled: int, max_backoff: float) -> float:
     return min(tick * 2.0 ** min(troubled, 64), max(max_backoff, tick))
 
 
+@dataclass
+class _ArchivedBeat:
+    """What a beat's archived streams came to, gathered stream by stream before the report is made."""
+
+    folded_by: dict[str, int] = field(default_factory=dict)
+    watermarks: dict[str, StreamId | None] = field(default_factory=dict)
+    removed_by: dict[str, int] = field(default_factory=dict)
+    lengths: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, RetainError] = field(default_factory=dict)
+    fold_failures: dict[str, RetainError] = field(default_factory=dict)
+
+
+class _TrimWatch:
+    """A fold progress hook that notes whether ``fold_then_trim`` got as far as its trim."""
+
+    trimming = False
+
+    def __call__(self, step: FoldProgress) -> None:
+        if step.kind == "trim":
+            self.trimming = True
+
+
 class _Driver:
     """What both twins share: the policy, the clock, the decision, reading answers, the beat's bookkeeping."""
 
-    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, tick: float = DEFAULT_TICK,
+    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Any = None,
+                 fold_min_entries: int = 1, tick: float = DEFAULT_TICK,
                  clock: Callable[[], datetime] = utc_now, max_backoff: float = DEFAULT_MAX_BACKOFF,
                  measure_lengths: bool = False,
                  on_report: Callable[[SweepReport], None] | None = None) -> None:
         self.conn = conn
         self.policy = Policy.of(policy)
+        self.archive = checked_archive(self.policy, archive)
+        if isinstance(fold_min_entries, bool) or not isinstance(fold_min_entries, int) or fold_min_entries < 1:
+            raise InvalidPolicy(f"fold_min_entries must be an int >= 1 (got {fold_min_entries!r})")
+        self.fold_min_entries = fold_min_entries
         self.tick = _positive("tick", tick)
         self.max_backoff = _positive("max_backoff", max_backoff)
         if not callable(clock):
@@ -180,9 +242,58 @@ class _Driver:
         fixed = [call.window is call.entry.window for call in calls]
         return [flag for one in fixed for flag in (one, True)] if self.measure_lengths else fixed
 
+    def _fold_archived(self, conn: Any, now: datetime) -> _ArchivedBeat:
+        """Fold then trim each archived stream at ``now``, one after another; a stream's failure is its own.
+
+        Blocking (the asyncio twin runs it on a worker thread). A
+        :class:`~retain.errors.RetainError` is that stream's failure; anything
+        else is a bug, or a crash injected by a test, and ends the beat. Once
+        the archive is unavailable, the streams after it fail at once with that
+        error instead of each waiting out the store's retries again.
+        """
+        beat = _ArchivedBeat()
+        if not self.policy.archived:
+            return beat
+        from retain.archive.fold import DEFAULT_SEGMENT_ENTRIES, fold_then_trim
+
+        # A fold refuses min_entries above segment_entries: segments grow to hold a larger batch.
+        segment_entries = max(DEFAULT_SEGMENT_ENTRIES, self.fold_min_entries)
+        unavailable: ArchiveUnavailable | None = None
+        for entry in self.policy.archived:
+            key, watch = entry.key, _TrimWatch()
+            if unavailable is not None:
+                beat.failures[key] = beat.fold_failures[key] = unavailable
+                continue
+            try:
+                result = fold_then_trim(conn, entry.stream, self.archive, entry.window, now,
+                                        segment_entries=segment_entries, min_entries=self.fold_min_entries,
+                                        progress=watch, limit=UNLIMITED)
+            except RetainError as error:
+                beat.failures[key] = error
+                if not watch.trimming:
+                    beat.fold_failures[key] = error
+                    if isinstance(error, ArchiveUnavailable):
+                        unavailable = ArchiveUnavailable(f"not folded this beat: the archive was unavailable "
+                                                         f"to {key} ({error})")
+                        unavailable.__cause__ = error
+                continue
+            beat.folded_by[key] = result.fold.entries
+            beat.watermarks[key] = result.fold.watermark
+            beat.removed_by[key] = result.removed
+            if self.measure_lengths:
+                try:
+                    beat.lengths[key] = int(conn.xlen(key))
+                except _PIPELINE_ERRORS:
+                    pass  # as in the pipeline: a length that could not be read is left out
+        return beat
+
     def _report(self, now: datetime, calls: Sequence[TrimCall], answers: Sequence[Any] | BaseException,
-                elapsed: float) -> SweepReport:
-        """Read each stream's answer on its own; a whole-pipeline error fails every stream."""
+                elapsed: float, archived: _ArchivedBeat | None = None) -> SweepReport:
+        """Read each stream's answer on its own; a whole-pipeline error fails every stream.
+
+        ``archived`` adds what the archived streams came to.
+        """
+        archived = archived if archived is not None else _ArchivedBeat()
         removed_by: dict[str, int] = {}
         failures: dict[str, RetainError] = {}
         lengths: dict[str, int] = {}
@@ -197,9 +308,15 @@ class _Driver:
             removed_by[call.key] = int(answer)
             if self.measure_lengths and not isinstance(answers[index * step + 1], BaseException):
                 lengths[call.key] = int(answers[index * step + 1])
+        removed_by.update(archived.removed_by)
+        failures.update(archived.failures)
+        lengths.update(archived.lengths)
         report = SweepReport(at=now, removed=sum(removed_by.values()), calls=len(removed_by),
                              removed_by=MappingProxyType(removed_by), failures=MappingProxyType(failures),
-                             lengths=MappingProxyType(lengths), elapsed=elapsed)
+                             lengths=MappingProxyType(lengths), elapsed=elapsed,
+                             folded_by=MappingProxyType(archived.folded_by),
+                             watermarks=MappingProxyType(archived.watermarks),
+                             fold_failures=MappingProxyType(archived.fold_failures))
         _log_failures(report)
         return report
 
@@ -235,16 +352,24 @@ def _log_failures(report: SweepReport) -> None:
         if number == LOGGED_FAILURES:
             log.warning("... and %d more streams failed in this beat", len(report.failures) - LOGGED_FAILURES)
             break
-        log.warning("trim of %s failed: %s", key, error)
+        if key in report.fold_failures:
+            log.warning("fold of %s failed, so it is not trimmed this beat: %s", key, error)
+        else:
+            log.warning("trim of %s failed: %s", key, error)
 
 
 class RetentionDriver(_Driver):
     """Re-applies a policy on its own beat, for a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
 
     Arguments:
-        conn: the client to send trims on; the caller owns and closes it.
+        conn: the client to send trims on (and to fold archived streams with); the caller owns and closes it.
         policy: a :class:`~retain.streams.policy.Policy`, or a list of ``(stream, window)``
             pairs and :class:`~retain.streams.policy.StreamPolicy` entries.
+        archive: the :class:`retain.archive.Archive` that entries with ``archive=True``
+            fold into before they are trimmed; required when the policy has such an entry.
+        fold_min_entries: with fewer entries than this waiting to be folded, a beat
+            folds none of a stream (and trims only what is archived already), so
+            that a beat every second does not leave a trail of tiny segments.
         tick: seconds between the starts of two beats.
         clock: returns the current time as an aware datetime; age windows resolve against it.
         max_backoff: the longest wait between beats while the server is unreachable.
@@ -252,7 +377,8 @@ class RetentionDriver(_Driver):
         on_report: called by the runners with each beat's :class:`SweepReport`.
 
     Raises:
-        InvalidPolicy: a malformed policy, tick, backoff or clock, before any I/O.
+        InvalidPolicy: a malformed policy, tick, backoff, clock or fold option; an
+            archived entry with no archive given; before any I/O.
     """
 
     def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], **options: Any) -> None:
@@ -264,24 +390,28 @@ class RetentionDriver(_Driver):
         self._packed_for: Any = None
 
     def sweep(self) -> SweepReport:
-        """Apply one beat at the clock's instant, in one pipeline; never raises for a stream's failure.
+        """Apply one beat at the clock's instant; never raises for a stream's failure.
+
+        The plain entries' trims go in one pipeline; then each archived entry is
+        folded and trimmed past W (see the module docstring).
 
         Raises:
             InvalidWindow: the clock returned a naive datetime (a bug in the caller's clock).
         """
         now, calls = self._plan()
-        if not calls:
-            return self._report(now, calls, [], 0.0)
         started = time.monotonic()
+        answers = self._send(calls) if calls else []
+        archived = self._fold_archived(self.conn, now)
+        return self._report(now, calls, answers, time.monotonic() - started, archived)
+
+    def _send(self, calls: Sequence[TrimCall]) -> list[Any] | BaseException:
+        """The plain trims in one pipeline: each command's answer, or the error that failed them all."""
         try:
             if isinstance(self.conn, redis.Redis):
-                answers: list[Any] | BaseException = _send_direct(self.conn, len(calls) * self._step,
-                                                                  self._packer(calls))
-            else:
-                answers = _send_pipeline(self.conn, self._commands(calls))
+                return _send_direct(self.conn, len(calls) * self._step, self._packer(calls))
+            return _send_pipeline(self.conn, self._commands(calls))
         except _PIPELINE_ERRORS as exc:
-            answers = exc
-        return self._report(now, calls, answers, time.monotonic() - started)
+            return exc
 
     def _packer(self, calls: Sequence[TrimCall]) -> Callable[[Any], bytes]:
         """Packs a beat's commands on a connection, reusing the bytes of those that never change.
@@ -400,30 +530,50 @@ class AsyncRetentionDriver(_Driver):
     """The asyncio twin of :class:`RetentionDriver`, for ``redis.asyncio`` clients (standalone or cluster).
 
     Takes the same arguments; ``sweep``, ``run``, ``start`` and ``stop`` are coroutines.
+    Archived streams are folded by the same blocking code as the sync driver's,
+    on a worker thread (``asyncio.to_thread``) so the event loop never waits on
+    the archive: that needs ``fold_conn``, a synchronous ``redis.Redis`` (or
+    ``RedisCluster``) for the same server, which the caller owns and closes.
+
+    Raises:
+        InvalidPolicy: as :class:`RetentionDriver`; also an archived entry with no ``fold_conn``.
     """
 
-    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], **options: Any) -> None:
+    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, fold_conn: Any = None,
+                 **options: Any) -> None:
         super().__init__(conn, policy, **options)
+        if self.policy.archived and fold_conn is None:
+            raise InvalidPolicy("an AsyncRetentionDriver folds archived streams on a worker thread with a "
+                                "synchronous client: pass fold_conn=redis.Redis(...) (or a RedisCluster) "
+                                "for the same server")
+        self.fold_conn = fold_conn
         # Made by run() or start(), inside the event loop that will wait on it.
         self._stopping: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def sweep(self) -> SweepReport:
-        """Apply one beat at the clock's instant, in one pipeline; never raises for a stream's failure."""
+        """Apply one beat at the clock's instant; never raises for a stream's failure.
+
+        The plain entries' trims go in one pipeline on the event loop; then the
+        archived entries are folded and trimmed on a worker thread.
+        """
         now, calls = self._plan()
-        if not calls:
-            return self._report(now, calls, [], 0.0)
         started = time.monotonic()
+        answers = await self._send(calls) if calls else []
+        archived = await asyncio.to_thread(self._fold_archived, self.fold_conn, now) if self.policy.archived else None
+        return self._report(now, calls, answers, time.monotonic() - started, archived)
+
+    async def _send(self, calls: Sequence[TrimCall]) -> list[Any] | BaseException:
+        """The plain trims in one pipeline: each command's answer, or the error that failed them all."""
         pipe = self.conn.pipeline(transaction=False)
         try:
             for command in self._commands(calls):
                 pipe.execute_command(*command)
-            answers: list[Any] | BaseException = await pipe.execute(raise_on_error=False)
+            return await pipe.execute(raise_on_error=False)
         except _PIPELINE_ERRORS as exc:
-            answers = exc
+            return exc
         finally:
             await pipe.reset()
-        return self._report(now, calls, answers, time.monotonic() - started)
 
     async def run(self) -> None:
         """Beat in this task until :meth:`stop` is called; a beat in progress is finished first."""

@@ -8,25 +8,35 @@ at least that less one node (``stream-node-max-entries``, read from the server).
 Probing a copy of the stream would give the exact figure, but a copy doubles
 the stream's memory on the server for an instant, which a dry run must not risk.
 
+An archived entry is previewed as its beat would run it, folding and trimming
+nothing: the entries after the archive's watermark W up to the highest id the
+window drops are what a fold would archive (none if fewer than
+``fold_min_entries``), and the trim after it would remove what lies at or below
+the new W: ``MINID`` just past it, with the same exact-or-range figure.
+
 Example:
     >>> for row in preview(conn, policy, now=datetime.now(timezone.utc)):
     ...     print(row.describe())
     emq:{codemojex}:stream:activity  MAXLEN ~ 10000  length 25000  keeps 10000  a trim now removes 14901 to 15000 (whole nodes of at most 100 entries)
+    emq:{codemojex}:stream:rounds  MAXLEN = 500  archived, W 1789171200000-0  length 900  keeps 500  a fold now archives 380, then a trim removes 400
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
 
 from retain._redis import map_error
 from retain.errors import RetainError
-from retain.streams.policy import Policy, PolicyEntry, TrimCall, decide
-from retain.windows import MaxLen, MinId
+from retain.streams.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, checked_archive, decide
+from retain.windows import MaxAge, MaxLen, MinId, MinStreamId
+
+if TYPE_CHECKING:
+    from retain.archive import Archive, StreamId
 
 __all__ = ["StreamPreview", "approx_removes_at_least", "preview"]
 
@@ -48,27 +58,36 @@ class StreamPreview:
     at_least: int = 0
     #: the reading of ``stream-node-max-entries`` behind ``at_least`` (None: unknown)
     node_entries: int | None = None
-    #: the error reading the stream met (WRONGTYPE, ...); the figures are then zero
+    #: the error reading the stream (or its archive) met (WRONGTYPE, ...); the figures are then zero
     error: RetainError | None = None
+    #: True for an entry with ``archive=True``: the figures below apply, and the trim is the one after the fold
+    archived: bool = False
+    #: the archive's watermark W now (archived entries; None: nothing archived yet)
+    watermark: StreamId | None = None
+    #: entries a fold would archive now (archived entries)
+    folds: int = 0
 
     @property
     def keeps(self) -> int:
-        """Entries inside the window."""
+        """Entries a trim now leaves in the stream (for an archived entry, also what is not archived)."""
         return self.length - self.outside
 
     def describe(self) -> str:
         """One line for people."""
         head = f"{self.key}  {self.window.describe()}"
+        if self.archived:
+            head += f"  archived, W {self.watermark or 'none'}"
         if self.error is not None:
             return f"{head}  error: {self.error}"
         if self.at_least == self.outside:
             removes = f"{self.outside}"
         else:
             removes = f"{self.at_least} to {self.outside} (whole nodes of at most {self.node_entries} entries)"
-        return f"{head}  length {self.length}  keeps {self.keeps}  a trim now removes {removes}"
+        what = f"a fold now archives {self.folds}, then a trim removes" if self.archived else "a trim now removes"
+        return f"{head}  length {self.length}  keeps {self.keeps}  {what} {removes}"
 
 
-def approx_removes_at_least(window: MaxLen | MinId, outside: int, node_entries: int | None) -> int:
+def approx_removes_at_least(window: MaxLen | MinId | MinStreamId, outside: int, node_entries: int | None) -> int:
     """The least a ``~`` trim removes when ``outside`` entries lie outside ``window``.
 
     A ``~`` trim removes head nodes while the whole node lies outside the window:
@@ -86,42 +105,92 @@ def approx_removes_at_least(window: MaxLen | MinId, outside: int, node_entries: 
     return max(0, outside - may_stay)
 
 
-def preview(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: datetime) -> tuple[StreamPreview, ...]:
-    """Read, never write: what each stream's trim in one beat at ``now`` would remove.
+def preview(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: datetime, archive: Archive | None = None,
+            fold_min_entries: int = 1) -> tuple[StreamPreview, ...]:
+    """Read, never write: what each stream's trim (an archived one's fold, then trim) in one beat at ``now`` would do.
 
     Reads ``XLEN`` per stream, pages through ``XRANGE`` below a MINID floor to
     count what lies there, and ``CONFIG GET stream-node-max-entries`` once (a
-    server that refuses CONFIG gives a lower bound of 0 for ``~``). A stream whose
-    reads fail carries the error; the others are still previewed.
+    server that refuses CONFIG gives a lower bound of 0 for ``~``). For an
+    archived entry it also reads W from ``archive`` and counts the entries on
+    either side of it; ``fold_min_entries`` is the driver's. A stream whose
+    reads fail carries the error; the others are still previewed. Rows come in
+    policy order.
 
     Raises:
-        InvalidPolicy, InvalidWindow: a malformed policy or a naive ``now``, before any I/O.
+        InvalidPolicy, InvalidWindow: a malformed policy or a naive ``now``, or an
+            archived entry with no ``archive``; before any I/O.
     """
+    policy = Policy.of(policy)
     calls = decide(policy, now)
-    node_entries = _node_entries(conn) if any(call.window.approx for call in calls) else None
-    return tuple(_one(conn, call, node_entries) for call in calls)
+    archive = checked_archive(policy, archive)
+    archived = [(entry, entry.window.resolve(now) if isinstance(entry.window, MaxAge) else entry.window)
+                for entry in policy.archived]
+    approx = any(call.window.approx for call in calls) or any(window.approx for _, window in archived)
+    node_entries = _node_entries(conn) if approx else None
+    rows = {call.key: _one(conn, call, node_entries) for call in calls}
+    for entry, window in archived:
+        rows[entry.key] = _one_archived(conn, entry, window, archive, node_entries, fold_min_entries)
+    return tuple(rows[entry.key] for entry in policy.entries)
 
 
 def _one(conn: Any, call: TrimCall, node_entries: int | None) -> StreamPreview:
-    try:
+    def figures() -> StreamPreview:
         length = int(conn.xlen(call.key))
         if isinstance(call.window, MaxLen):
             outside = max(0, length - call.window.count)
         else:
-            outside = _count_before(conn, call.key, call.window.floor)
+            outside = _count(conn, call.key, "-", f"({call.window.floor}")
+        at_least = approx_removes_at_least(call.window, outside, node_entries)
+        return StreamPreview(call.key, call.window, length, outside, at_least, node_entries)
+
+    return _read(call.key, figures, lambda error: StreamPreview(call.key, call.window, error=error))
+
+
+def _one_archived(conn: Any, entry: StreamPolicy, window: MaxLen | MinId, archive: Any, node_entries: int | None,
+                  fold_min_entries: int) -> StreamPreview:
+    """What ``fold_then_trim`` would do now: fold the entries after W up to the boundary, then trim past the new W."""
+    from retain.archive import fold_boundary, trim_past
+
+    def figures() -> StreamPreview:
+        watermark = archive.manifest(entry.stream).watermark
+        length = int(conn.xlen(entry.key))
+        boundary = fold_boundary(conn, entry.stream, window)
+        archived_live = waiting = 0
+        if boundary is not None and watermark is not None:
+            archived_live = _count(conn, entry.key, "-", str(min(watermark, boundary)))
+        if boundary is not None and (watermark is None or watermark < boundary):
+            after = str(watermark.successor()) if watermark is not None else "-"
+            waiting = _count(conn, entry.key, after, str(boundary))
+        folds = waiting if waiting >= fold_min_entries else 0
+        # The trim goes just past min(new W, boundary): a fold takes W to the boundary's last entry.
+        top = boundary if folds else None if watermark is None or boundary is None else min(watermark, boundary)
+        outside = archived_live + folds
+        at_least = 0 if top is None else approx_removes_at_least(trim_past(top, window.approx), outside, node_entries)
+        return StreamPreview(entry.key, window, length, outside, at_least, node_entries, archived=True,
+                             watermark=watermark, folds=folds)
+
+    return _read(entry.key, figures, lambda error: StreamPreview(entry.key, window, error=error, archived=True))
+
+
+def _read(key: str, figures: Callable[[], StreamPreview],
+          failed: Callable[[RetainError], StreamPreview]) -> StreamPreview:
+    """``figures()``, or ``failed(error)`` when its reads fail: one stream's error never stops the preview."""
+    try:
+        return figures()
+    except RetainError as error:
+        return failed(error)
     except redis.exceptions.RedisError as exc:
-        error = map_error(exc, call.key)
+        error = map_error(exc, key)
         error.__cause__ = exc
-        return StreamPreview(call.key, call.window, error=error)
-    at_least = approx_removes_at_least(call.window, outside, node_entries)
-    return StreamPreview(call.key, call.window, length, outside, at_least, node_entries)
+        return failed(error)
 
 
-def _count_before(conn: Any, key: str, floor: str) -> int:
-    """How many entries have an id below ``floor``, read a page at a time."""
-    counted, low = 0, "-"
+def _count(conn: Any, key: str, low: str, high: str) -> int:
+    """How many entries have an id from ``low`` to ``high`` (XRANGE bounds), read a page at a time."""
+    counted = 0
     while True:
-        page = conn.xrange(key, min=low, max=f"({floor}", count=PAGE)
+        page = conn.xrange(key, min=low, max=high, count=PAGE)
         counted += len(page)
         if len(page) < PAGE:
             return counted

@@ -4,11 +4,15 @@
 |---|---|---|
 | ``retain_stream_removed_total`` | counter | ``stream`` |
 | ``retain_stream_trim_failures_total`` | counter | ``stream``, ``error`` (class name) |
+| ``retain_stream_folded_total`` | counter (archived streams) | ``stream`` |
+| ``retain_stream_fold_failures_total`` | counter (archived streams, then not trimmed) | ``stream``, ``error`` |
 | ``retain_stream_length`` | gauge (after the last trim; needs ``measure_lengths``) | ``stream`` |
 | ``retain_beat_duration_seconds`` | histogram | |
 | ``retain_beats_total`` | counter | |
 | ``retain_last_beat_timestamp_seconds`` | gauge (the beat's clock instant) | |
 
+A failure is counted once: as a fold failure when an archived stream's fold
+failed (so it was not trimmed), else as a trim failure.
 Each :class:`DriverMetrics` has a registry of its own, so two drivers (or two
 tests) in one process never collide on the global one.
 
@@ -41,6 +45,11 @@ class DriverMetrics:
                                ["stream"], registry=self.registry)
         self.failures = Counter("retain_stream_trim_failures", "Trims of a stream that failed, by error.",
                                 ["stream", "error"], registry=self.registry)
+        self.folded = Counter("retain_stream_folded", "Entries the retention driver folded into the archive.",
+                              ["stream"], registry=self.registry)
+        self.fold_failures = Counter("retain_stream_fold_failures",
+                                     "Folds of an archived stream that failed, so it was not trimmed, by error.",
+                                     ["stream", "error"], registry=self.registry)
         self.length = Gauge("retain_stream_length", "Length of a stream right after its last trim.",
                             ["stream"], registry=self.registry)
         self.duration = Histogram("retain_beat_duration_seconds",
@@ -54,8 +63,11 @@ class DriverMetrics:
         """Add one beat's report to the metrics."""
         for key, removed in report.removed_by.items():
             self.removed.labels(key).inc(removed)
+        for key, folded in report.folded_by.items():
+            self.folded.labels(key).inc(folded)
         for key, error in report.failures.items():
-            self.failures.labels(key, type(error).__name__).inc()
+            counter = self.fold_failures if key in report.fold_failures else self.failures
+            counter.labels(key, type(error).__name__).inc()
         for key, length in report.lengths.items():
             self.length.labels(key).set(length)
         self.duration.observe(report.elapsed)

@@ -2,12 +2,15 @@
 
 A policy is a list of entries, each a stream and the window it keeps. Plain
 ``(stream, window)`` pairs work; :class:`StreamPolicy` is the named form that
-carries options. :class:`Policy` validates a list once (entry shapes, one window
+carries options (``archive=True``: fold what the window drops into the archive
+before trimming). :class:`Policy` validates a list once (entry shapes, one window
 per stream) so that a driver beating every second does not re-check it.
 
 :func:`decide` is the pure part of a beat: given a policy and the clock instant,
-it returns the XTRIM calls to send (an age window resolved against ``now``),
-or an empty tuple when there is nothing to do. It never touches a server.
+it returns the XTRIM calls to send for the plain entries (an age window resolved
+against ``now``), or an empty tuple when there is nothing to do. It never touches
+a server. The archived entries (:attr:`Policy.archived`) get no plain XTRIM: a
+driver folds each one first and trims it just past the archive's watermark.
 
 Example:
     >>> policy = Policy([(StreamRef("codemojex", "activity"), MaxLen(10_000))])
@@ -20,30 +23,33 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from retain.errors import InvalidPolicy
 from retain.streams.keys import RawKey, Stream, StreamRef
 from retain.streams.trim import xtrim_command
 from retain.windows import MaxAge, MaxLen, MinId, Window, require_aware
 
+if TYPE_CHECKING:
+    from retain.archive import Archive
+
 __all__ = ["Policy", "PolicyEntry", "StreamPolicy", "TrimCall", "decide"]
 
-#: Sent after ``~`` windows. Without it the server caps one approximate XTRIM at
-#: 100 x stream-node-max-entries entries (10,000 by default), so a producer adding
-#: more than that per beat would outrun the driver for ever. Whole nodes only still
-#: hold: LIMIT bounds the work of a call, not where it may cut.
-UNLIMITED = ("LIMIT", "0")
-
-ARCHIVE_NOT_YET = ("archiving arrives with retain.archive; until then an entry only trims "
-                   "(leave archive out, or set it to false)")
+#: ``LIMIT 0``, sent after ``~`` windows. Without it the server caps one approximate
+#: XTRIM at 100 x stream-node-max-entries entries (10,000 by default), so a producer
+#: adding more than that per beat would outrun the driver for ever. Whole nodes only
+#: still hold: LIMIT bounds the work of a call, not where it may cut.
+UNLIMITED = 0
 
 
 @dataclass(frozen=True)
 class StreamPolicy:
     """One stream and the window a beat keeps it to.
 
-    ``archive`` is reserved for folding what a trim removes into the archive
-    first; it is refused when True until ``retain.archive`` is wired in.
+    With ``archive=True`` a beat first folds everything the window drops into
+    the driver's archive, then trims with ``MINID`` just past the archive's
+    watermark W, so only archived entries leave the stream (INV-FOLD). Such an
+    entry needs a driver made with ``archive=Archive(...)``.
 
     Raises:
         InvalidPolicy: the stream, window or archive flag is not what it should be.
@@ -60,8 +66,6 @@ class StreamPolicy:
             raise InvalidPolicy(f"a policy entry's window must be MaxLen, MinId or MaxAge (got {self.window!r})")
         if not isinstance(self.archive, bool):
             raise InvalidPolicy(f"a policy entry's archive must be True or False (got {self.archive!r})")
-        if self.archive:
-            raise InvalidPolicy(f"archive=True: {ARCHIVE_NOT_YET}")
 
     @property
     def key(self) -> str:
@@ -84,8 +88,11 @@ class Policy:
     """
 
     entries: tuple[StreamPolicy, ...]
-    # The call of each length or fixed-instant entry never changes: made once here, not every beat.
-    _fixed: tuple[TrimCall | None, ...] = field(repr=False, compare=False)
+    #: the entries with ``archive=True``, in policy order: folded, then trimmed past W
+    archived: tuple[StreamPolicy, ...] = field(repr=False, compare=False)
+    # Each plain entry, with its call when that never changes (a length or fixed-instant
+    # window): made once here, not every beat. None: an age window, resolved each beat.
+    _plain: tuple[tuple[StreamPolicy, TrimCall | None], ...] = field(repr=False, compare=False)
 
     def __init__(self, entries: Iterable[PolicyEntry] = ()) -> None:
         if isinstance(entries, (str, bytes, StreamPolicy)) or not isinstance(entries, Iterable):
@@ -101,8 +108,10 @@ class Policy:
             seen[item.key] = number
             normalised.append(item)
         object.__setattr__(self, "entries", tuple(normalised))
-        fixed = tuple(None if isinstance(entry.window, MaxAge) else _call(entry, entry.window) for entry in normalised)
-        object.__setattr__(self, "_fixed", fixed)
+        object.__setattr__(self, "archived", tuple(entry for entry in normalised if entry.archive))
+        plain = tuple((entry, None if isinstance(entry.window, MaxAge) else _call(entry, entry.window))
+                      for entry in normalised if not entry.archive)
+        object.__setattr__(self, "_plain", plain)
 
     @classmethod
     def of(cls, policy: Policy | Iterable[PolicyEntry]) -> Policy:
@@ -114,6 +123,31 @@ class Policy:
 
     def __iter__(self) -> Iterator[StreamPolicy]:
         return iter(self.entries)
+
+
+def checked_archive(policy: Policy, archive: Any) -> Archive | None:
+    """``archive``, checked against what ``policy`` needs; None when it is None.
+
+    Imports :mod:`retain.archive` (pyarrow, obstore) only when an archive is
+    given, so that a policy without archiving never loads them.
+
+    Raises:
+        InvalidPolicy: an entry has ``archive=True`` and no archive is given, or
+            ``archive`` is not a :class:`retain.archive.Archive`.
+    """
+    if archive is None:
+        if policy.archived:
+            entry = policy.archived[0]
+            number = policy.entries.index(entry) + 1
+            raise InvalidPolicy(f"policy entry #{number} ({entry.key}) has archive=True, but no archive was given "
+                                "to fold into: pass archive=Archive('file:///var/lib/retain') (or an s3:// one), "
+                                "or set the entry's archive to False")
+        return None
+    from retain.archive import Archive
+
+    if not isinstance(archive, Archive):
+        raise InvalidPolicy(f"archive must be a retain.archive.Archive (got {archive!r})")
+    return archive
 
 
 def _entry(entry: object, number: int) -> StreamPolicy:
@@ -143,11 +177,13 @@ class TrimCall:
 
 
 def decide(policy: Policy | Iterable[PolicyEntry], now: datetime) -> tuple[TrimCall, ...]:
-    """The trim calls of one beat at ``now``; an empty tuple when there is nothing to do.
+    """The trim calls of one beat at ``now`` for the plain entries; an empty tuple when there is nothing to do.
 
     Pure: no I/O, no clock of its own. An age window becomes ``MINID`` at
     ``now - duration``; a ``~`` window also carries ``LIMIT 0`` so that one beat
     removes every whole node outside the window, however many arrived since the last.
+    Archived entries get no call: a plain XTRIM could remove what is not yet
+    archived. A driver folds them first (:attr:`Policy.archived`).
 
     Raises:
         InvalidWindow: ``now`` is not a timezone-aware datetime.
@@ -156,9 +192,8 @@ def decide(policy: Policy | Iterable[PolicyEntry], now: datetime) -> tuple[TrimC
     require_aware(now, "now")
     policy = Policy.of(policy)
     return tuple(fixed if fixed is not None else _call(entry, entry.window.resolve(now))  # type: ignore[union-attr]
-                 for entry, fixed in zip(policy.entries, policy._fixed))
+                 for entry, fixed in policy._plain)
 
 
 def _call(entry: StreamPolicy, window: MaxLen | MinId) -> TrimCall:
-    command = xtrim_command(entry.stream, window)
-    return TrimCall(entry, window, command + UNLIMITED if window.approx else command)
+    return TrimCall(entry, window, xtrim_command(entry.stream, window, limit=UNLIMITED))

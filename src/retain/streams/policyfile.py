@@ -4,22 +4,29 @@
     cluster = false                     # optional; true for a Redis Cluster
     tick = 1.0                          # optional; seconds, or a duration such as "5s"
     prefix = "emq"                      # optional; the key prefix for queue/name streams
+    archive = "file:///var/lib/retain"  # needed by archive = true entries; or an [archive] table
 
     [[stream]]
     queue = "codemojex"
     name = "activity"
     maxlen = 10000                      # exactly one of maxlen, max_age, min_id
     approx = true                       # optional; false trims exactly (=)
+    archive = true                      # optional; fold what the window drops before trimming
 
     [[stream]]
     key = "legacy:feed"                 # a raw key instead of queue + name
     max_age = "7d"
 
+The ``[archive]`` table form takes ``url`` and, for ``s3://``, ``endpoint``,
+``region``, ``access_key_id``, ``secret_access_key``, ``session_token`` and
+``allow_http``; and ``min_entries`` (the driver's ``fold_min_entries``).
+
 Every field is checked before anything connects; a bad file is refused with
 :class:`~retain.errors.InvalidPolicy` naming the file, the ``[[stream]]`` entry
-(numbered from 1) and the field. Unknown fields are refused too: a typo such
-as ``max_len`` is an error, not a stream left unbounded. ``docs/policy.md``
-describes every field.
+(numbered from 1) or ``[archive]``, and the field. Unknown fields are refused
+too: a typo such as ``max_len`` is an error, not a stream left unbounded. An
+archive that no entry uses is refused as well: it most likely means entries
+that were meant to fold first and would not. ``docs/policy.md`` describes every field.
 """
 
 from __future__ import annotations
@@ -27,24 +34,46 @@ from __future__ import annotations
 import math
 import tomllib
 import urllib.parse
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from retain import durations
-from retain.errors import InvalidInput, InvalidPolicy
+from retain.errors import InvalidArchive, InvalidInput, InvalidPolicy
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
-from retain.streams.policy import ARCHIVE_NOT_YET, Policy, StreamPolicy
+from retain.streams.policy import Policy, StreamPolicy
 from retain.windows import MaxAge, MaxLen, MinId, Window
 
-__all__ = ["DEFAULT_TICK", "PolicyFile", "load_policy", "parse_policy"]
+if TYPE_CHECKING:
+    from retain.archive import Archive
+
+__all__ = ["DEFAULT_TICK", "ArchiveSettings", "PolicyFile", "load_policy", "parse_policy"]
 
 DEFAULT_TICK = 1.0
 URL_SCHEMES = ("redis", "rediss", "unix")
-TOP_FIELDS = ("url", "cluster", "tick", "prefix", "stream")
+TOP_FIELDS = ("url", "cluster", "tick", "prefix", "archive", "stream")
 STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "approx", "archive")
 WINDOW_FIELDS = ("maxlen", "max_age", "min_id")
+#: the options of an s3:// archive a policy file may give (retain.archive.Archive takes them as they are)
+S3_FIELDS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "allow_http")
+ARCHIVE_FIELDS = ("url", *S3_FIELDS, "min_entries")
+#: archive URL schemes a daemon may fold into: a path without a scheme is a local directory
+ARCHIVE_SCHEMES = ("", "file", "s3", "s3a")
+
+
+@dataclass(frozen=True)
+class ArchiveSettings:
+    """Where a policy file's archived streams fold to: checked, not yet opened (see :meth:`PolicyFile.open_archive`)."""
+
+    #: a directory, ``file:///path`` or ``s3://bucket/prefix``
+    url: str
+    #: the options of an s3:// archive, as :class:`retain.archive.Archive` takes them (never shown: credentials)
+    options: Mapping[str, str | bool] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    #: the driver's ``fold_min_entries``
+    min_entries: int = 1
 
 
 @dataclass(frozen=True)
@@ -57,6 +86,31 @@ class PolicyFile:
     tick: float = DEFAULT_TICK
     url: str | None = None
     cluster: bool = False
+    #: the archive that entries with ``archive = true`` fold into; None when no entry archives
+    archive: ArchiveSettings | None = None
+
+    @property
+    def fold_min_entries(self) -> int:
+        """The driver's ``fold_min_entries``: the archive's ``min_entries``, else 1."""
+        return self.archive.min_entries if self.archive is not None else 1
+
+    def open_archive(self) -> Archive | None:
+        """The file's archive, opened (a local directory is made if missing); None when it names none.
+
+        Loads :mod:`retain.archive` only when the file names an archive.
+
+        Raises:
+            InvalidPolicy: the store refuses the URL or an option, naming the file and the field.
+            ArchiveError: the archive cannot be opened (a directory that cannot be made).
+        """
+        if self.archive is None:
+            return None
+        from retain.archive import Archive
+
+        try:
+            return Archive(self.archive.url, **self.archive.options)
+        except InvalidArchive as exc:
+            raise InvalidPolicy(f"{self.source}: field 'archive': {exc}") from exc
 
 
 def load_policy(path: str | Path) -> PolicyFile:
@@ -92,6 +146,7 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
         raise InvalidPolicy(f"{source}: declares no streams: add one [[stream]] table per stream "
                             "(queue and name, or key; and one of maxlen, max_age, min_id)")
+    archive = _archive(document, where)
     entries: list[StreamPolicy] = []
     seen: dict[str, int] = {}
     for number, table in enumerate(tables, start=1):
@@ -99,10 +154,18 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
         if entry.key in seen:
             raise InvalidPolicy(f"{where.entry(number, table)}: repeats the stream of [[stream]] #{seen[entry.key]}: "
                                 "one window per stream")
+        if entry.archive and archive is None:
+            raise InvalidPolicy(f"{where.entry(number, table).field('archive')}: true needs an archive to fold into: "
+                                'add archive = "file:///var/lib/retain" (or an [archive] table) at the top of the file')
         seen[entry.key] = number
         entries.append(entry)
+    if archive is not None and not any(entry.archive for entry in entries):
+        raise InvalidPolicy(f"{where.field('archive')}: no [[stream]] sets archive = true, so nothing would be "
+                            "folded: set archive = true on each stream that must fold before its trim, "
+                            "or remove the archive")
     return PolicyFile(source=source, policy=Policy(entries), tick=_tick(document, where),
-                      url=_url(document, where), cluster=_bool(document, "cluster", where, default=False))
+                      url=_url(document, where), cluster=_bool(document, "cluster", where, default=False),
+                      archive=archive)
 
 
 class _Where:
@@ -117,6 +180,9 @@ class _Where:
         else:
             label = ", ".join(f"{name} {table[name]!r}" for name in ("queue", "name") if name in table) or "unnamed"
         return _Where(f"{self.text}: [[stream]] #{number} ({label})")
+
+    def table(self, name: str) -> _Where:
+        return _Where(f"{self.text}: [{name}]")
 
     def field(self, name: str) -> str:
         return f"{self.text}: field {name!r}"
@@ -165,13 +231,49 @@ def _url(document: dict[str, Any], where: _Where) -> str | None:
     return url
 
 
+def _archive(document: dict[str, Any], where: _Where) -> ArchiveSettings | None:
+    """The top-level ``archive``: a URL string, or an ``[archive]`` table."""
+    value = document.get("archive")
+    if value is None:
+        return None
+    if isinstance(value, str):
+        table, inner, url_field = {"url": value}, where, "archive"
+    elif isinstance(value, dict):
+        table, inner, url_field = value, where.table("archive"), "url"
+        _refuse_unknown(table, ARCHIVE_FIELDS, inner)
+    else:
+        raise InvalidPolicy(f"{where.field('archive')}: must be an archive URL such as 'file:///var/lib/retain', "
+                            f"or an [archive] table (got {value!r})")
+    url = table.get("url")
+    if not isinstance(url, str) or not url:
+        raise InvalidPolicy(f"{inner.field(url_field)}: must be an archive URL such as 'file:///var/lib/retain' "
+                            f"or 's3://bucket/prefix' (got {url!r})")
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower() if len(parts.scheme) > 1 else ""  # "C:" is a drive, not a scheme
+    if scheme == "memory":
+        raise InvalidPolicy(f"{inner.field(url_field)}: memory:// is lost when the daemon stops: give a directory "
+                            "(file:///var/lib/retain) or s3://bucket/prefix")
+    if scheme not in ARCHIVE_SCHEMES:
+        raise InvalidPolicy(f"{inner.field(url_field)}: must be a directory, file:///path or s3://bucket/prefix "
+                            f"(got {url!r})")
+    options: dict[str, str | bool] = {}
+    for name in S3_FIELDS:
+        if name in table:
+            if not scheme.startswith("s3"):
+                raise InvalidPolicy(f"{inner.field(name)}: applies to s3:// archives only (the url is {url!r})")
+            options[name] = (_bool(table, name, inner, default=False) if name == "allow_http"
+                             else _string(table, name, inner))
+    min_entries = table.get("min_entries", 1)
+    if isinstance(min_entries, bool) or not isinstance(min_entries, int) or min_entries < 1:
+        raise InvalidPolicy(f"{inner.field('min_entries')}: must be a whole number >= 1 (got {min_entries!r})")
+    return ArchiveSettings(url, MappingProxyType(options), min_entries)
+
+
 def _stream_entry(table: dict[str, Any], prefix: str, where: _Where) -> StreamPolicy:
     _refuse_unknown(table, STREAM_FIELDS, where)
     stream = _stream(table, prefix, where)
     window = _window(table, where)
-    if _bool(table, "archive", where, default=False):
-        raise InvalidPolicy(f"{where.field('archive')}: {ARCHIVE_NOT_YET}")
-    return StreamPolicy(stream, window)
+    return StreamPolicy(stream, window, _bool(table, "archive", where, default=False))
 
 
 def _stream(table: dict[str, Any], prefix: str, where: _Where) -> StreamRef | RawKey:
@@ -186,8 +288,8 @@ def _stream(table: dict[str, Any], prefix: str, where: _Where) -> StreamRef | Ra
     values = {"queue": table["queue"], "name": table["name"],
               "prefix": _string(table, "prefix", where, default=prefix)}
     # StreamRef checks all three parts at once; probe each alone to name the field that is wrong.
-    for field, probe in _PROBES.items():
-        _checked(lambda: probe(values[field]), where, field)
+    for part, probe in _PROBES.items():
+        _checked(lambda: probe(values[part]), where, part)
     return StreamRef(values["queue"], values["name"], values["prefix"])
 
 

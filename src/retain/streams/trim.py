@@ -21,34 +21,52 @@ from retain.windows import MaxAge, MaxLen, MinId, MinStreamId, Window, require_a
 __all__ = ["atrim", "trim", "xtrim_command"]
 
 
-def xtrim_command(stream: Stream, window: Window, now: datetime | None = None) -> tuple[str, ...]:
+def xtrim_command(stream: Stream, window: Window, now: datetime | None = None, *,
+                  limit: int | None = None) -> tuple[str, ...]:
     """The XTRIM command that applies ``window`` to ``stream``: pure, no I/O.
 
     A :class:`MaxAge` is resolved against ``now``, which it then requires.
+    ``limit`` caps the entries one ``~`` trim removes (``LIMIT n``; 0: no cap).
+    None sends no LIMIT, so the server's own cap applies: 100 x
+    ``stream-node-max-entries`` (10,000 by default). It never cuts inside a
+    node, so ``~`` still cannot reach inside the window. An exact (``=``) trim
+    has no cap and takes no LIMIT (the server refuses one): none is sent.
 
     Raises:
         InvalidStreamName: ``stream`` is not a StreamRef or RawKey.
-        InvalidWindow: ``window`` is not a window, or ``now`` is missing or naive for MaxAge.
+        InvalidWindow: ``window`` is not a window, or ``now`` is missing or naive for MaxAge,
+            or ``limit`` is not None or an int >= 0.
     """
     if not isinstance(stream, (StreamRef, RawKey)):
         raise InvalidStreamName(f"stream must be a StreamRef or RawKey (got {stream!r})")
+    check_limit(limit)
     if isinstance(window, MaxAge):
         if now is None:
             raise InvalidWindow("a MaxAge window needs now= to resolve against")
         window = window.resolve(require_aware(now, "now"))
-    flag = "~" if getattr(window, "approx", None) else "="
+    approx = bool(getattr(window, "approx", None))
+    flag = "~" if approx else "="
     if isinstance(window, MaxLen):
-        return ("XTRIM", stream.key, "MAXLEN", flag, str(window.count))
-    if isinstance(window, (MinId, MinStreamId)):
-        return ("XTRIM", stream.key, "MINID", flag, window.floor)
-    raise InvalidWindow(f"window must be MaxLen, MinId, MaxAge or MinStreamId (got {window!r})")
+        command: tuple[str, ...] = ("XTRIM", stream.key, "MAXLEN", flag, str(window.count))
+    elif isinstance(window, (MinId, MinStreamId)):
+        command = ("XTRIM", stream.key, "MINID", flag, window.floor)
+    else:
+        raise InvalidWindow(f"window must be MaxLen, MinId, MaxAge or MinStreamId (got {window!r})")
+    return command + ("LIMIT", str(limit)) if approx and limit is not None else command
 
 
-def trim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = None) -> int:
+def check_limit(limit: object) -> None:
+    """Refuse a ``limit`` that is neither None nor an int >= 0 (:class:`InvalidWindow`)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise InvalidWindow(f"limit must be None or an int >= 0 (got {limit!r})")
+
+
+def trim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = None, limit: int | None = None) -> int:
     """Trim ``stream`` to ``window`` with one XTRIM; return how many entries it removed.
 
     ``now`` resolves a :class:`MaxAge`; it defaults to the current UTC time.
-    A missing key removes 0.
+    ``limit`` caps what one ``~`` trim removes (0: no cap; None: the server's
+    cap, see :func:`xtrim_command`). A missing key removes 0.
 
     Raises:
         InvalidStreamName, InvalidWindow: before anything is sent.
@@ -60,16 +78,17 @@ def trim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = No
         >>> trim(conn, StreamRef("codemojex", "activity"), MaxLen(10_000))
         0
     """
-    command = xtrim_command(stream, window, _clock(window, now))
+    command = xtrim_command(stream, window, _clock(window, now), limit=limit)
     try:
         return int(conn.execute_command(*command))
     except redis.exceptions.RedisError as exc:
         raise map_error(exc, stream.key) from exc
 
 
-async def atrim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = None) -> int:
+async def atrim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = None,
+                limit: int | None = None) -> int:
     """The asyncio twin of :func:`trim`, for a ``redis.asyncio`` connection."""
-    command = xtrim_command(stream, window, _clock(window, now))
+    command = xtrim_command(stream, window, _clock(window, now), limit=limit)
     try:
         return int(await conn.execute_command(*command))
     except redis.exceptions.RedisError as exc:

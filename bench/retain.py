@@ -1,0 +1,169 @@
+"""logd's retain pass against a raw SQL DELETE of the same rows, same documents, same run.
+
+A container of ITEMS jobs (built through the store in patches of 10,000), 30% of them
+expired: done or canceled, and stamped two days before now; the rest are running (as old)
+or done but young. The request ages ``jobs.*`` by ``.updatedAt`` after ``1d`` with
+``match: {status: !or [done, canceled]}``, batch 256.
+
+- the pass: :func:`retain.logd.run_retain` in a child process of its own (so its peak RSS is
+  its own): read the container at the head, select, delete in precondition-guarded commits;
+- the baseline: the same documents in a raw sqlite3 table ``docs(key, doc)`` with the same
+  pragmas (WAL, synchronous=normal), and one ``DELETE ... WHERE json_extract(doc, '$.status')
+  IN ('done', 'canceled') AND json_extract(doc, '$.updatedAt') <= :cutoff`` in one transaction:
+  the same decision and the same rows, with no commits, preconditions or history.
+
+The store and the raw table are built once; each of ROUNDS rounds runs both on fresh copies of
+the files, alternating which goes first; the medians are reported. Wall time is the figure
+(``ratio``); CPU time is printed too, since a shared machine's load moves wall time. The two
+counts of deleted rows must agree.
+
+Run: python3 dev.py bench retain [ITEMS]
+Prints a table, then one JSON line: {"ratio": pass time / raw DELETE time, "peak_rss_mb": ..., ...}.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# This file is bench/retain.py: drop its folder from the path so that ``retain`` is the package, not this file.
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
+
+from retain.logd import Store, run_retain  # noqa: E402
+from retain.logd.settings import Settings  # noqa: E402
+from retain.logd.tags import Or  # noqa: E402
+
+ITEMS = 1_000_000
+ROUNDS = 3
+BUILD_BATCH = 10_000
+BATCH = 256
+NOW = "2026-09-12T08:00:00Z"
+OLD, YOUNG = "2026-09-10T08:00:00Z", "2026-09-12T07:00:00Z"
+CUTOFF = "2026-09-11T08:00:00Z"  # now - 1d: every stamp here is UTC in one format, so text order is time order
+REQUEST = {"now": NOW, "batch": BATCH, "author": "bench/retention", "what": [
+    {"path": "jobs.*", "match": {"status": Or(("done", "canceled"))}, "age": ".updatedAt", "after": "1d"}]}
+
+
+def document(index: int) -> dict:
+    """30% expired (done/canceled and old), 35% running and old, 35% done and young."""
+    kind = index % 20
+    if kind < 6:
+        return {"status": ("done", "canceled")[kind % 2], "updatedAt": OLD, "attempts": index % 5}
+    if kind < 13:
+        return {"status": "running", "updatedAt": OLD, "attempts": index % 5}
+    return {"status": "done", "updatedAt": YOUNG, "attempts": index % 5}
+
+
+def build_store(path: Path, items: int) -> float:
+    with Store.open(str(path), settings=Settings(synchronous="normal")) as store:
+        session = store.session(author="bench")
+        start = time.perf_counter()
+        for first in range(0, items, BUILD_BATCH):
+            session.patch([{"set": f"jobs.j{index:07d}", "value": document(index)}
+                           for index in range(first, min(first + BUILD_BATCH, items))])
+        return time.perf_counter() - start
+
+
+def build_raw(path: Path, items: int) -> None:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE docs (key TEXT PRIMARY KEY, doc TEXT NOT NULL) WITHOUT ROWID")
+    db.execute("BEGIN")
+    db.executemany("INSERT INTO docs (key, doc) VALUES (?, ?)",
+                   ((f"jobs.j{index:07d}", json.dumps(document(index))) for index in range(items)))
+    db.execute("COMMIT")
+    db.close()
+
+
+def raw_delete(path: Path) -> dict:
+    """One DELETE of the expired rows in one transaction: wall and CPU seconds, rows deleted."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = normal")
+    wall, cpu = time.perf_counter(), time.process_time()
+    db.execute("BEGIN IMMEDIATE")
+    deleted = db.execute("DELETE FROM docs WHERE json_extract(doc, '$.status') IN ('done', 'canceled') "
+                         "AND json_extract(doc, '$.updatedAt') <= ?", (CUTOFF,)).rowcount
+    db.execute("COMMIT")
+    seconds, cpu_s = time.perf_counter() - wall, time.process_time() - cpu
+    db.close()
+    return {"seconds": seconds, "cpu_s": cpu_s, "deleted": deleted}
+
+
+def the_pass(path: str, items: int) -> None:
+    """In the child: run the pass over the store at ``path`` and print its figures as JSON."""
+    with Store.open(path, settings=Settings(synchronous="normal", read_budget=items + 1)) as store:
+        session = store.session(author="bench")
+        base_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        first_batch: list[float] = []
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = run_retain(session, REQUEST,
+                            before_batch=lambda *_: first_batch or first_batch.append(time.perf_counter()))
+        seconds, cpu_s = time.perf_counter() - wall, time.process_time() - cpu
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    read_select = (first_batch[0] if first_batch else wall + seconds) - wall
+    print(json.dumps({"seconds": seconds, "cpu_s": cpu_s, "read_select_s": read_select, "deleted": result.deleted,
+                      "commits": len(result.rules[0].commits), "skipped": result.rules[0].skipped,
+                      "peak_rss_mb": peak_kb / 1024, "base_rss_mb": base_kb / 1024}))
+
+
+def median(runs: list[dict], name: str) -> float:
+    return statistics.median(run[name] for run in runs)
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--pass"]:
+        the_pass(sys.argv[2], int(sys.argv[3]))
+        return
+    items = int(sys.argv[1]) if len(sys.argv) > 1 else ITEMS
+    passes, raws = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        build_s = build_store(directory / "store.sqlite3", items)
+        build_raw(directory / "raw.sqlite3", items)
+        for round_index in range(ROUNDS):  # each round on fresh copies; alternating, so drift hits both alike
+            shutil.copyfile(directory / "store.sqlite3", directory / "pass.sqlite3")
+            shutil.copyfile(directory / "raw.sqlite3", directory / "delete.sqlite3")
+            sides = [lambda: passes.append(json.loads(subprocess.run(
+                         [sys.executable, __file__, "--pass", str(directory / "pass.sqlite3"), str(items)],
+                         check=True, capture_output=True, text=True).stdout)),
+                     lambda: raws.append(raw_delete(directory / "delete.sqlite3"))]
+            for side in sides[::-1] if round_index % 2 else sides:
+                side()
+    deleted = {run["deleted"] for run in passes + raws}
+    if len(deleted) != 1:
+        raise SystemExit(f"the pass and the raw DELETE disagree on the rows: {sorted(deleted)}")
+    pass_s, raw_s = median(passes, "seconds"), median(raws, "seconds")
+    pass_cpu, raw_cpu = median(passes, "cpu_s"), median(raws, "cpu_s")
+    read_s = median(passes, "read_select_s")
+    delete_s = pass_s - read_s
+    expired = deleted.pop()
+    peak = max(run["peak_rss_mb"] for run in passes)
+    base = max(run["base_rss_mb"] for run in passes)
+    print(f"{items:,} items, {expired:,} expired (30%), batch {BATCH}; store built in {build_s:.1f}s; "
+          f"median of {ROUNDS} rounds")
+    print(f"{'':<34} {'wall s':>8} {'cpu s':>8} {'per item':>10}")
+    print(f"{'retain pass':<34} {pass_s:>8.2f} {pass_cpu:>8.2f} {pass_s / items * 1e6:>8.2f}us"
+          f"   ({passes[0]['commits']} commits, {passes[0]['skipped']} skipped)")
+    print(f"{'  read + select (streamed)':<34} {read_s:>8.2f} {'':>8} {read_s / items * 1e6:>8.2f}us")
+    print(f"{'  guarded deletes':<34} {delete_s:>8.2f} {'':>8} {delete_s / expired * 1e6:>8.2f}us per deleted item")
+    print(f"{'raw DELETE ... WHERE json_extract':<34} {raw_s:>8.2f} {raw_cpu:>8.2f} {raw_s / items * 1e6:>8.2f}us")
+    print(f"ratio (pass / raw DELETE) {pass_s / raw_s:.2f} wall, {pass_cpu / raw_cpu:.2f} cpu; "
+          f"pass peak RSS {peak:.0f} MB (after opening the store: {base:.0f} MB)")
+    print(json.dumps({"bench": "retain", "ratio": round(pass_s / raw_s, 3), "ratio_cpu": round(pass_cpu / raw_cpu, 3),
+                      "pass_s": round(pass_s, 3), "raw_delete_s": round(raw_s, 3), "pass_cpu_s": round(pass_cpu, 3),
+                      "raw_delete_cpu_s": round(raw_cpu, 3), "read_select_s": round(read_s, 3),
+                      "delete_s": round(delete_s, 3), "items": items, "deleted": expired,
+                      "commits": passes[0]["commits"], "peak_rss_mb": round(peak, 1), "base_rss_mb": round(base, 1),
+                      "rounds": ROUNDS, "build_s": round(build_s, 1)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""A retain schedule: the same retain request, sent to a logd on a beat with the caller's clock.
+
+logd holds no retention policy and runs no timer for it; the caller carries both. This is
+that caller, declared in TOML (``docs/logd.md``, "Retain on a schedule")::
+
+    connect = "127.0.0.1:7420"      # optional: HOST:PORT or unix:PATH (--connect overrides)
+    every = "1h"                    # the beat: a duration (1h, 90m, 1d)
+    author = "verse/retention"      # optional: the author of the delete commits
+    scope = "trial-1"               # optional: run in this scope
+    batch = 256                     # optional: the most items one delete commit removes
+
+    [[rule]]
+    path = "jobs.*"
+    match = { status = { "!or" = ["done", "canceled"] } }   # tags in their JSON spelling
+    age = ".updatedAt"
+    after = "1d"
+
+    [[rule]]
+    path = "events(*)"
+    age = ".at"
+    after = "1y"
+
+The file is checked whole before anything connects (rules as a retain request is:
+:func:`~retain.logd.retain_rules.parse_retain`). Each beat sends ``{retain: {now, ...}}``
+with ``now`` read from the caller's clock at that beat, over a fresh connection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from retain import durations
+from retain.errors import InvalidInput, InvalidPolicy, RetainError
+from retain.logd.client import Address, Client, parse_address
+from retain.logd.retain import RetainResult
+from retain.logd.retain_rules import RetainRequest, parse_retain
+from retain.logd.tags import from_plain
+
+__all__ = ["RetainSchedule", "describe_answer", "load_schedule", "parse_schedule", "run_schedule", "send_retain",
+           "utc_now"]
+
+TOP_FIELDS = ("connect", "every", "author", "scope", "batch", "rule")
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The caller's clock, the default of a schedule: the current time in UTC."""
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class RetainSchedule:
+    """A schedule file, read and checked: the request (without ``now``), its beat and where it goes."""
+
+    #: where it was read from, for messages: a path or ``<string>``
+    source: str
+    request: RetainRequest
+    every: timedelta
+    connect: str | None = None
+    scope: str | None = None
+
+    def request_at(self, now: datetime) -> dict[str, Any]:
+        """The request document one beat sends: ``{retain: {now, batch, author?, what}}``."""
+        return {"retain": dataclasses.replace(self.request, now=now).to_document()}
+
+
+def load_schedule(path: str | Path) -> RetainSchedule:
+    """Read and check the schedule file at ``path``.
+
+    Raises:
+        InvalidPolicy: the file cannot be read, is not TOML, or a field or rule is wrong; the
+            message names the file, the rule (numbered from 1) and the field.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidPolicy(f"{path}: cannot read the schedule file: {exc}") from exc
+    return parse_schedule(text, source=str(path))
+
+
+def parse_schedule(text: str, source: str = "<string>") -> RetainSchedule:
+    """Check the TOML ``text`` of a schedule file; ``source`` names it in messages.
+
+    Example:
+        >>> parse_schedule('every = "1h"\\n[[rule]]\\npath = "jobs.*"\\nage = ".updatedAt"\\nafter = "1d"').every
+        datetime.timedelta(seconds=3600)
+    """
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidPolicy(f"{source}: not TOML: {exc}") from None
+    unknown = sorted(set(document) - set(TOP_FIELDS))
+    if unknown:
+        raise InvalidPolicy(f"{source}: unknown field {unknown[0]!r}; expected {', '.join(TOP_FIELDS)}")
+    if "every" not in document:
+        raise InvalidPolicy(f"{source}: every is required: the beat, a duration such as \"1h\"")
+    try:
+        every = durations.parse(document["every"])
+    except InvalidInput as exc:
+        raise InvalidPolicy(f"{source}: every: {exc}") from None
+    rules = document.get("rule")
+    if not isinstance(rules, list) or not rules:
+        raise InvalidPolicy(f"{source}: at least one [[rule]] table is required "
+                            "(path, match?, age, after)")
+    for name in ("connect", "scope"):
+        if name in document and not isinstance(document[name], str):
+            raise InvalidPolicy(f"{source}: {name} must be a string (got {document[name]!r})")
+    body = {name: document[name] for name in ("author", "batch") if name in document}
+    try:
+        if "connect" in document:
+            parse_address(document["connect"])
+        request = parse_retain({**body, "what": [from_plain(rule) for rule in rules]})
+    except InvalidInput as exc:
+        shown = str(exc).replace("retain what[", "rule[").replace("retain: ", "")
+        raise InvalidPolicy(f"{source}: {_numbered(shown)}") from None
+    return RetainSchedule(source, request, every, document.get("connect"), document.get("scope"))
+
+
+def _numbered(message: str) -> str:
+    """``rule[0] (jobs.*): ...`` -> ``rule 1 (jobs.*): ...``: files number their tables from 1."""
+    if message.startswith("rule["):
+        index, _, rest = message[5:].partition("]")
+        if index.isdigit():
+            return f"rule {int(index) + 1}{rest}"
+    return message
+
+
+def send_retain(address: Address, request: dict[str, Any], *, scope: str | None = None,
+                timeout: float = 600.0) -> dict[str, Any]:
+    """Send one retain request over a fresh connection; the whole answer (``result`` or ``error``)."""
+    with Client(address, scope=scope, timeout=timeout) as client:
+        return client.request(request)
+
+
+def describe_answer(answer: dict[str, Any]) -> str:
+    """One log line for a retain answer: the result's summary, or the error."""
+    if "error" in answer:
+        error = answer["error"]
+        return f"retain failed: {error.get('code')}: {error.get('message')}"
+    return RetainResult.from_document(answer["result"]["retain"]).summary()
+
+
+def run_schedule(schedule: RetainSchedule, address: Address, *, stop: threading.Event,
+                 on_answer: Callable[[datetime, dict[str, Any]], None],
+                 on_error: Callable[[datetime, RetainError], None], clock: Clock = utc_now,
+                 send: Callable[..., dict[str, Any]] = send_retain) -> int:
+    """Send the schedule's request every ``schedule.every`` until ``stop`` is set; returns the beats run.
+
+    Each beat reads ``clock()`` once and sends that as ``now``. An answer (even an error answer)
+    goes to ``on_answer``; a logd that cannot be reached goes to ``on_error``, and the next beat
+    tries again. A beat starts ``every`` after the one before started (at once if that ran longer).
+    """
+    beats = 0
+    period = schedule.every.total_seconds()
+    while not stop.is_set():
+        started = time.monotonic()
+        now = clock()
+        try:
+            answer = send(address, schedule.request_at(now), scope=schedule.scope)
+        except RetainError as exc:
+            on_error(now, exc)
+        else:
+            on_answer(now, answer)
+        beats += 1
+        stop.wait(max(0.0, period - (time.monotonic() - started)))
+    return beats

@@ -1,0 +1,81 @@
+"""The store paths a retain pass leans on for speed give the answers the plain paths give.
+
+- :meth:`Draft.prefetch` reads a batch of sibling records in one range scan before the
+  precondition and the deletes read them one by one;
+- :func:`~retain.logd.view.iter_items` streams a container's items as :func:`list_items` lists them.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from retain.errors import LogdError
+from retain.logd import Store
+from retain.logd.draft import Draft
+from retain.logd.paths import parse
+from retain.logd.settings import Settings
+from retain.logd.tags import LogdKey
+from retain.logd.view import iter_items, list_items
+
+PREFETCH = Draft.prefetch  # the real one, kept before any example swaps it out
+NAMES = [f"j{i}" for i in range(8)] + ["j1x", "j10"]  # j1, j1x and j10 sort close: subtree bounds matter
+
+items = st.dictionaries(st.sampled_from(NAMES), st.one_of(
+    st.fixed_dictionaries({"status": st.sampled_from(["done", "running"])}),
+    st.fixed_dictionaries({"status": st.sampled_from(["done", "running"]),
+                           "steps": st.dictionaries(st.sampled_from(["s1", "s2"]), st.fixed_dictionaries(
+                               {"ok": st.booleans()}), max_size=2)}),
+    st.integers(0, 3)), max_size=len(NAMES))
+
+
+def replay(store: Store, scoped: bool, first: dict, second: dict, gone: list[str]):
+    baseline = store.session()
+    baseline.set_schema({"runs": LogdKey("id")})
+    baseline.patch([{"set": "jobs", "value": first}, {"set": "runs", "value": [{"id": name} for name in first]}])
+    session = store.session(scope="trial") if scoped else baseline
+    if second:
+        session.patch([{"set": f"jobs.{name}", "value": value} for name, value in second.items()])
+    for name in gone:
+        try:
+            session.patch([{"delete": f"jobs.{name}"}])
+        except LogdError:
+            pass
+    return session
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=items, second=items, gone=st.lists(st.sampled_from(NAMES), max_size=3), scoped=st.booleans(),
+       batch=st.lists(st.sampled_from(NAMES), min_size=2, max_size=6, unique=True),
+       pattern=st.sampled_from([{"status": "done"}, {}, {"status": "running"}]))
+def test_prefetch_changes_no_answer(tmp_path_factory, monkeypatch, first, second, gone, scoped, batch, pattern):
+    """A batch of guarded sibling deletes, in the baseline or a scope, answers and leaves the same state with
+    the one-scan prefetch as without it."""
+    directory = tmp_path_factory.mktemp("prefetch")
+    outcomes = []
+    for name, prefetch in (("with", PREFETCH), ("without", lambda self, paths: None)):
+        monkeypatch.setattr(Draft, "prefetch", prefetch)
+        with Store.open(str(directory / f"{name}.sqlite3"), settings=Settings(synchronous="off")) as store:
+            session = replay(store, scoped, first, second, gone)
+            for container in ("jobs", "runs"):
+                paths = [f"{container}.{n}" if container == "jobs" else f"runs({n})" for n in batch]
+                try:
+                    answer = session.patch([{"delete": path} for path in paths],
+                                           precondition={path: pattern for path in paths}).commit
+                except LogdError as exc:
+                    answer = (exc.code, str(exc))
+                outcomes.append((answer, session.get().value, store.session().get().value))
+    assert outcomes[:2] == outcomes[2:]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=items, second=items, gone=st.lists(st.sampled_from(NAMES), max_size=3), scoped=st.booleans())
+def test_iter_items_is_list_items(tmp_path_factory, first, second, gone, scoped):
+    """Streaming a container's items gives list_items' items, in its order, for maps and keyed arrays."""
+    with Store.open(str(tmp_path_factory.mktemp("iter") / "s.sqlite3"), settings=Settings(synchronous="off")) as store:
+        session = replay(store, scoped, first, second, gone)
+        view = session.view()
+        jobs, runs = parse("jobs.*"), parse("runs(*)")
+        assert list(iter_items(view, jobs).__iter__()) == list(list_items(view, jobs).items())
+        assert [value for _, value in iter_items(view, runs)] == list_items(view, runs)
+        assert [name for name, _ in iter_items(view, runs)] == [run["id"] for run in list_items(view, runs)]
