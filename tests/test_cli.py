@@ -102,4 +102,5 @@ class TestDemo:
         assert "the driver bounds a feed nobody reads" in result.output
         assert "no consumer read the feed (consumer groups: 0)" in result.output
         assert "  - {path: jobs.*, deleted: 129, unreadable: 2}\n" in result.output  # logd: a retain request
+        assert "  {path: verse.*, deleted: 0, owner: logd, under: [verse.ctl]}\n" in result.output  # through docd
         assert "Traceback" not in result.output and "Error" not in result.output

@@ -71,7 +71,7 @@ def world(tmp_path) -> Iterator[World]:
             Store.open(str(tmp_path / "ci.sqlite3"), settings=settings, clock=clock) as ci_store, \
             Store.open(str(tmp_path / "feed.sqlite3"), settings=settings, clock=clock) as feed_store, \
             ServerThread(logd_store, listen=("127.0.0.1", 0)) as logd, \
-            ThreadedServer(Controller(ctl_store, without=(),  # TEMP until retain lands
+            ThreadedServer(Controller(ctl_store, without=("retain",),
                                       socket_path=str(tmp_path / "verse-ctl.sock"))) as ctl, \
             ThreadedServer(Controller(ci_store, listen=("127.0.0.1", 0))) as ci, \
             ServerThread(feed_store, socket_path=str(tmp_path / "feed.sock")) as feed:

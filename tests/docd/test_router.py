@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from retain.docd.mounts import MountTable
 from retain.docd.router import (Fanout, Forward, Owner, SessionChange, answer_forward, answer_retain, delta_from,
-                                format_now, route)
+                                route)
+from retain.logd.retain_rules import format_now
 from retain.errors import InvalidPath, InvalidRequest, InvalidRetain, Unsupported
 from retain.logd.paths import parse
 from retain.logd.tags import Or
@@ -105,25 +106,29 @@ class TestRouteRetain:
         assert plan.requests[0].request["retain"]["what"][0] == {**JOBS, "path": "jobs.*"}
 
     @pytest.mark.parametrize(("body", "message"), [
-        ({}, "retain needs rules"),
-        ({"what": []}, "retain needs rules"),
-        ({"what": "jobs.*"}, "retain needs rules"),
-        ({"what": [JOBS], "when": 1}, "unknown field 'when' in retain; expected now, batch, author, what"),
-        ({"what": [JOBS], "now": "yesterday"}, "now must be an RFC 3339 time"),
-        ({"what": [JOBS], "now": "2026-09-12T08:00:00"}, "now must be an RFC 3339 time with a timezone"),
-        ({"what": [JOBS], "now": 1757664000}, "now must be an RFC 3339 time"),
-        ({"what": [JOBS, "jobs.*"]}, "rule #2 needs a path such as jobs.*"),
-        ({"what": [{"age": ".at"}]}, "rule #1 needs a path"),
-        ({"what": [{**JOBS, "path": "jobs"}]}, "rule #1: path 'jobs' names one node"),
+        ({}, "retain: what is a non-empty list of rules"),
+        ({"what": []}, "retain: what is a non-empty list of rules"),
+        ({"what": "jobs.*"}, "retain: what is a non-empty list of rules"),
+        ({"what": [JOBS], "when": 1}, "retain: unknown field 'when'; expected now, batch, author, what"),
+        ({"what": [JOBS], "now": "yesterday"}, "retain: now must be an RFC 3339 time"),
+        ({"what": [JOBS], "now": "2026-09-12T08:00:00"}, "retain: now must be an RFC 3339 time"),
+        ({"what": [JOBS], "now": 1757664000}, "retain: now must be an RFC 3339 time"),
+        ({"what": [JOBS], "batch": -1}, "retain: batch is the most items one delete commit removes"),
+        ({"what": [JOBS, "jobs.*"]}, "retain what[1]: a rule is a map"),
+        ({"what": [{"age": ".at"}]}, "retain what[0]: path is required"),
+        ({"what": [{**JOBS, "path": "jobs"}]}, "retain what[0]: path jobs names one node"),
         ({"what": [{**JOBS, "path": "jobs.j1"}]}, "names one node"),
-        ({"what": [{**JOBS, "path": "list[*]"}]}, "rule #1: path 'list[*]' is a dense array"),
-        ({"what": [{**JOBS, "path": "jobs..x.*"}]}, "rule #1: path 'jobs..x.*': '..' is refused"),
+        ({"what": [{**JOBS, "path": "list[*]"}]}, "retain what[0]: path list[*] is a dense array"),
+        ({"what": [{**JOBS, "path": "jobs..x.*"}]}, "retain what[0]: path 'jobs..x.*': '..' is refused"),
         ({"what": [{**JOBS, "path": "jobs.*.status"}]}, "a wildcard may only be the last segment"),
-        ({"what": [{**JOBS, "path": "verse.ctl(*)"}]}, "rule #1: path 'verse.ctl(*)': the mount verse.ctl is the "
-                                                       "root of its controller's tree"),
+        ({"what": [RUNS, {**RUNS, "after": "-1d"}]}, "retain what[1] (verse.ctl.runs.*): after must be a positive "
+                                                    "duration"),
+        ({"what": [{**JOBS, "match": {"updatedAt": "x"}}]}, "match names the age field .updatedAt"),
+        ({"what": [JOBS, {**JOBS, "path": "verse.ctl(*)"}]}, "retain what[1]: path 'verse.ctl(*)': the mount "
+                                                             "verse.ctl is the root of its controller's tree"),
     ])
     def test_refusals(self, body, message):
-        """A retain request that cannot mean what it says is refused whole, invalid_retain, before any send."""
+        """A retain request that cannot mean what it says is refused whole, as logd refuses it, before any send."""
         with pytest.raises(InvalidRetain) as refused:
             plan_of({"retain": body})
         assert message in str(refused.value)

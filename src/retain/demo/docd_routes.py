@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from retain.docd import Controller, DocdServer, MountTable, ThreadedServer
+from retain.docd import Controller, DocdServer, MountTable, ThreadedServer, route
 from retain.docd.render import render_answer
 from retain.logd import Store
 from retain.logd.client import Client
@@ -22,6 +22,11 @@ __all__ = ["docd_routes"]
 
 NOW = datetime(2026, 9, 12, 8, 0, tzinfo=timezone.utc)  # the caller's clock: one now for every owner
 JOBS, RUNS = 120, 30
+REQUEST = {"retain": {"now": "2026-09-12T08:00:00Z", "author": "verse/retention", "what": [
+    {"path": "jobs.*", "match": {"status": Or(("done", "canceled"))}, "age": ".updatedAt", "after": "1d"},
+    {"path": "verse.ctl.runs.*", "age": ".at", "after": "7d"},
+    {"path": "ci.runs(*)", "age": ".at", "after": "7d"},
+    {"path": "verse.*", "age": ".updatedAt", "after": "30d"}]}}
 
 
 def _stamp(hours_ago: int) -> str:
@@ -48,15 +53,14 @@ def docd_routes(server: RedisServer | None, console: Console) -> None:
             with ThreadedServer(DocdServer(table, socket_path=str(where / "docd.sock"))), \
                     Client(str(where / "docd.sock"), author="demo/docd") as docd:
                 _write(docd)
-                answer = docd.request({"retain": {"now": "2026-09-12T08:00:00Z", "author": "verse/retention", "what": [
-                    {"path": "jobs.*", "match": {"status": Or(("done", "canceled"))}, "age": ".updatedAt",
-                     "after": "1d"},
-                    {"path": "verse.ctl.runs.*", "age": ".at", "after": "7d"},
-                    {"path": "ci.runs(*)", "age": ".at", "after": "7d"},
-                    {"path": "verse.*", "age": ".updatedAt", "after": "30d"}]}})
+                answer = docd.request(REQUEST)
                 left = {name: len(docd.call("list", path=path)["items"]) for name, path in
                         (("jobs", "jobs.*"), ("verse.ctl runs", "verse.ctl.runs.*"), ("ci runs", "ci.runs(*)"))}
-    console.print("one retain request, four rules, three owners, one now:")
+    plan = route(REQUEST, table, now=NOW)  # pure: what docd sent, shown without sending anything
+    console.print("one retain request, four rules; docd sent one request per owner, all at once, one now:")
+    for sent in plan.requests:
+        rules = ", ".join(rule["path"] for rule in sent.request["retain"]["what"])
+        console.print(f"  {sent.owner.name} <- {escape(rules)}  (now {sent.request['retain']['now']})")
     console.print(escape(render_answer(answer)), end="", soft_wrap=True)
     console.print("left: " + ", ".join(f"{count} {name}" for name, count in left.items()))
 

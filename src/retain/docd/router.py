@@ -16,7 +16,7 @@ Nothing is composed across mounts: a request over a container with mounts beneat
 is answered by that container's owner alone, and says so in ``under``.
 
 Example:
-    >>> from datetime import datetime, timezone
+    >>> from datetime import datetime
     >>> table = MountTable.of({"verse.ctl": "127.0.0.1:7501"})
     >>> plan = route({"list": {"path": "verse.ctl.runs.*"}}, table, now=datetime.now(timezone.utc))
     >>> plan.owner.name, plan.request
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from retain.docd.mounts import LOGD, Mount, MountTable
@@ -35,13 +35,13 @@ from retain.errors import InvalidInput, InvalidRequest, InvalidRetain, StorageEr
 from retain.logd.client import Address
 from retain.logd.paths import ROOT, Field, Path, Wild, check_key, parse
 from retain.logd.protocol import answer_error, parse_request
+from retain.logd.retain_rules import format_now, parse_retain
 
 __all__ = ["ROUTED", "Fanout", "Forward", "Owner", "OwnerRequest", "Plan", "RuleRoute", "SessionChange",
-           "answer_forward", "answer_retain", "delta_from", "format_now", "route"]
+           "answer_forward", "answer_retain", "delta_from", "route"]
 
 #: the verbs docd routes; every other verb is answered ``unsupported`` by docd itself.
 ROUTED = ("get", "list", "patch", "retain", "session", "watch")
-RETAIN_FIELDS = ("now", "batch", "author", "what")
 _OP_VERBS = ("set", "delete", "append")
 
 
@@ -120,11 +120,6 @@ class Fanout:
 
 
 Plan = Forward | Fanout | SessionChange
-
-
-def format_now(now: datetime) -> str:
-    """An instant as the ``now`` docd sends: RFC 3339 in UTC with ``Z`` (``2026-09-12T08:00:00Z``)."""
-    return now.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def route(request: Any, table: MountTable, *, now: datetime) -> Plan:
@@ -225,58 +220,25 @@ def _relative_op(op: dict[str, Any], owner: Owner) -> dict[str, Any]:
 
 
 def _retain(body: dict[str, Any], table: MountTable, now: datetime) -> Fanout:
-    unknown = sorted(set(body) - set(RETAIN_FIELDS))
-    if unknown:
-        raise InvalidRetain(f"unknown field {unknown[0]!r} in retain; expected {', '.join(RETAIN_FIELDS)}")
-    rules = body.get("what")
-    if not isinstance(rules, list) or not rules:
-        raise InvalidRetain("retain needs rules: what: [{path: jobs.*, age: .updatedAt, after: 1d}, ...]")
-    now_text = _now(body["now"]) if "now" in body else format_now(now)
+    # Checked whole, as logd checks it, before anything is sent: a bad rule never lets the others half-run.
+    checked = parse_retain(body)
+    now_text = body["now"] if checked.now is not None else format_now(now)  # the caller's own words, else docd's
     by_owner: dict[str, tuple[Owner, list[dict[str, Any]]]] = {}
     routes = []
-    for number, rule in enumerate(rules, start=1):
-        path, text = _rule_path(number, rule)
-        container = path.parent
+    for index, (rule, parsed) in enumerate(zip(body["what"], checked.rules)):
+        container = parsed.container
         owner = Owner.of(table, table.owner(container))
         try:
-            relative = owner.relative(path, text)
+            relative = owner.relative(parsed.path, rule["path"])
         except InvalidInput as exc:
-            raise InvalidRetain(f"rule #{number}: {exc}") from None
+            raise InvalidRetain(f"retain what[{index}]: {exc}") from None
         owned = by_owner.setdefault(owner.name, (owner, []))[1]
-        routes.append(RuleRoute(text, owner.name, len(owned), _names(table.beneath(container))))
+        routes.append(RuleRoute(rule["path"], owner.name, len(owned), _names(table.beneath(container))))
         owned.append({**rule, "path": str(relative)})
     shared = {name: body[name] for name in ("batch", "author") if name in body}
     requests = tuple(OwnerRequest(owner, {"retain": {"now": now_text, **shared, "what": owned}})
                      for owner, owned in by_owner.values())
     return Fanout(now_text, requests, tuple(routes))
-
-
-def _rule_path(number: int, rule: object) -> tuple[Path, str]:
-    if not isinstance(rule, dict) or not isinstance(rule.get("path"), str):
-        raise InvalidRetain(f"rule #{number} needs a path such as jobs.* (got {rule!r})")
-    text = rule["path"]
-    try:
-        path = parse(text)
-    except InvalidInput as exc:
-        raise InvalidRetain(f"rule #{number}: {exc}") from None
-    if not path.is_wild:
-        raise InvalidRetain(f"rule #{number}: path {text!r} names one node; a rule is about the children of "
-                            f"one container: {text}.* or {text}(*)")
-    if path.last == Wild("index"):
-        raise InvalidRetain(f"rule #{number}: path {text!r} is a dense array: a position is not an element; "
-                            "declare the array keyed and write (*)")
-    return path, text
-
-
-def _now(value: object) -> str:
-    try:
-        instant = datetime.fromisoformat(str(value).replace("Z", "+00:00")) if isinstance(value, str) else None
-    except ValueError:
-        instant = None
-    if instant is None or instant.tzinfo is None:
-        raise InvalidRetain(f"now must be an RFC 3339 time with a timezone, such as 2026-09-12T08:00:00Z "
-                            f"(got {value!r})")
-    return value  # type: ignore[return-value]  # the caller's own words go to every owner
 
 
 def _names(mounts: tuple[Mount, ...]) -> tuple[str, ...]:
