@@ -216,3 +216,29 @@ class TestRequestChecked:
         assert answer["error"]["code"] == "invalid_retain"
         assert answer["error"]["message"].startswith("retain what[1] (jobs.*): after must be a positive duration")
         assert world.ci_store.head == 2
+
+
+class TestDrivers:
+    def test_retain_logd_retain_through_docd(self, world, docd, tmp_path):
+        """retain logd retain sends a request file to docd as it would to logd, and prints the routed answer."""
+        from click.testing import CliRunner
+
+        from retain.cli import main
+
+        request = tmp_path / "expire.yaml"
+        request.write_bytes(SEED_REQUEST.replace(b"...\n", b""))
+        result = CliRunner().invoke(main, ["logd", "retain", str(request), "--connect", "{}:{}".format(*docd.address)])
+        assert result.exit_code == 0, result.output
+        assert "  - {path: jobs.*, deleted: 0, owner: logd}\n" in result.output
+        assert "    owner: logd\n    under: [verse.ctl]\n" in result.output
+
+    def test_a_schedules_log_line_reads_a_routed_answer(self, world, docd):
+        """retain logd schedule, pointed at docd, logs each routed answer: owners, and why a rule did not run."""
+        from retain.logd.schedule import describe_answer, send_retain
+
+        answer = send_retain(docd.address, {"retain": {"now": stamp(NOW), "what": [
+            {"path": "jobs.*", "age": ".updatedAt", "after": "1d"}, {"path": "verse.ctl.runs.*", "age": ".at",
+                                                                     "after": "1d"}]}})
+        assert describe_answer(answer) == (
+            "retain at 2026-09-12T08:00:00Z: deleted 0 (jobs.* at logd: 0; verse.ctl.runs.* at verse.ctl: "
+            "unsupported: unsupported operation: request type), logd commit 0")

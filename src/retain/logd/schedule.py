@@ -146,7 +146,24 @@ def describe_answer(answer: dict[str, Any]) -> str:
     if "error" in answer:
         error = answer["error"]
         return f"retain failed: {error.get('code')}: {error.get('message')}"
-    return RetainResult.from_document(answer["result"]["retain"]).summary()
+    result = answer["result"]["retain"]
+    if any("owner" in rule for rule in result["rules"]):
+        return _describe_routed(result)
+    return RetainResult.from_document(result).summary()
+
+
+def _describe_routed(result: dict[str, Any]) -> str:
+    """A retain answered through docd: each rule names its owner, and a rule whose owner did not run it says why."""
+    parts = []
+    for rule in result["rules"]:
+        if "error" in rule:
+            said = f"{rule['error'].get('code')}: {rule['error'].get('message')}"
+        else:
+            counts = [f"{rule[name]} {name}" for name in ("unreadable", "skipped") if rule.get(name)]
+            said = ", ".join([str(rule.get("deleted", 0)), *counts])
+        parts.append(f"{rule['path']} at {rule['owner']}: {said}")
+    commit = f", logd commit {result['commit']}" if "commit" in result else ""
+    return f"retain at {result['now']}: deleted {result['deleted']} ({'; '.join(parts)}){commit}"
 
 
 def run_schedule(schedule: RetainSchedule, address: Address, *, stop: threading.Event,
