@@ -44,7 +44,8 @@ def main(argv: list[str]) -> int:
     if not rest:
         print("usage: python3 dev.py bench NAME [ARGS...]", file=sys.stderr)
         return 2
-    return run([str(PYTHON), str(ROOT / "bench" / f"{rest[0]}.py"), *rest[1:]])
+    # -P: the bench folder is not put on sys.path, so bench/retain.py cannot shadow the retain package.
+    return run([str(PYTHON), "-P", str(ROOT / "bench" / f"{rest[0]}.py"), *rest[1:]])
 
 
 def run(cmd: list[str]) -> int:
