@@ -15,11 +15,11 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path as FsPath
 from typing import Any, Protocol
 
 from retain.errors import InvalidDocument, LogdError, StorageError
 from retain.logd.protocol import Format, Framer, Limits, TooLarge, answer_error, frame, load
+from retain.logd.server import StreamSockets
 
 __all__ = ["Conversation", "Link", "Reply", "StreamServer"]
 
@@ -66,32 +66,16 @@ class StreamServer:
         self.conversation, self.limits = conversation, limits
         self.listen, self.socket_path = listen, socket_path
         self.address: tuple[str, int] | None = None  # the TCP address bound, once started
-        self._servers: list[asyncio.AbstractServer] = []
-        self._connections: set[asyncio.Task[None]] = set()
+        self._sockets = StreamSockets(self._connection)
 
     async def start(self) -> None:
-        if self.listen is not None:
-            server = await asyncio.start_server(self._connection, *self.listen, limit=2**20)
-            self.address = server.sockets[0].getsockname()[:2]
-            self._servers.append(server)
-        if self.socket_path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                FsPath(self.socket_path).unlink()
-            self._servers.append(await asyncio.start_unix_server(self._connection, self.socket_path))
+        await self._sockets.bind(self.listen, self.socket_path)
+        self.address = self._sockets.address
 
     async def aclose(self) -> None:
-        for server in self._servers:
-            server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        for server in self._servers:
-            await server.wait_closed()
+        await self._sockets.close()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
         link = Link(writer)
         conversation = self.conversation(link)
         framer = Framer(self.limits.max_bytes)
@@ -106,7 +90,6 @@ class StreamServer:
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass  # the peer left, or the server is closing: a normal end, not an error to log
         finally:
-            self._connections.discard(task)
             with contextlib.suppress(Exception):
                 await conversation.aclose()
             writer.close()

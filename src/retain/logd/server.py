@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
@@ -41,7 +41,7 @@ from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
 from retain.logd.verbs import Context, delta_document, handle, respond
 
-__all__ = ["HTTP_STATUS", "LogdServer", "ServerThread", "ThreadedServer", "serve", "serve_forever"]
+__all__ = ["HTTP_STATUS", "LogdServer", "ServerThread", "StreamSockets", "ThreadedServer", "serve", "serve_forever"]
 
 #: error code -> HTTP status, for curl users and proxies.
 HTTP_STATUS = {"invalid_request": 400, "invalid_retain": 400, "not_found": 404, "precondition_failed": 409,
@@ -115,6 +115,48 @@ class _Hub:
             self.subscriptions = [s for s in self.subscriptions if s.connection is not connection]
 
 
+class StreamSockets:
+    """A stream server's listening sockets (TCP and/or Unix) and its open connections: bound together, closed together.
+
+    ``handler(reader, writer)`` serves one connection; :meth:`close` stops listening, cancels
+    the open connections (a handler takes the cancellation as a normal end) and waits for them.
+    """
+
+    def __init__(self, handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]) -> None:
+        self.handler = handler
+        self.address: tuple[str, int] | None = None  # the TCP address bound, once bound
+        self._servers: list[asyncio.AbstractServer] = []
+        self._connections: set[asyncio.Task[Any]] = set()
+
+    async def bind(self, listen: tuple[str, int] | None, socket_path: str | None) -> None:
+        if listen is not None:
+            server = await asyncio.start_server(self._serve, *listen, limit=2**20)
+            self.address = server.sockets[0].getsockname()[:2]
+            self._servers.append(server)
+        if socket_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                FsPath(socket_path).unlink()
+            self._servers.append(await asyncio.start_unix_server(self._serve, socket_path))
+
+    async def close(self) -> None:
+        for server in self._servers:
+            server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        for server in self._servers:
+            await server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await self.handler(reader, writer)
+        finally:
+            self._connections.discard(task)
+
+
 class LogdServer:
     """A store served on a stream socket (TCP ``listen`` or Unix ``socket_path``) and optionally HTTP."""
 
@@ -125,24 +167,17 @@ class LogdServer:
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logd-writer")
         self.address: tuple[str, int] | None = None  # the TCP address bound, once started
         self.http_address: tuple[str, int] | None = None
-        self._servers: list[asyncio.AbstractServer] = []
+        self._sockets = StreamSockets(self._connection)
         self._http: uvicorn.Server | None = None
         self._http_task: asyncio.Task[None] | None = None
         self._hub: _Hub | None = None
-        self._connections: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._hub = _Hub(loop)
         self.store.listen(self._hub.publish)
-        if self.listen is not None:
-            server = await asyncio.start_server(self._connection, *self.listen, limit=2**20)
-            self.address = server.sockets[0].getsockname()[:2]
-            self._servers.append(server)
-        if self.socket_path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                FsPath(self.socket_path).unlink()
-            self._servers.append(await asyncio.start_unix_server(self._connection, self.socket_path))
+        await self._sockets.bind(self.listen, self.socket_path)
+        self.address = self._sockets.address
         if self.http is not None:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -155,13 +190,7 @@ class LogdServer:
                 await asyncio.sleep(0.01)
 
     async def aclose(self) -> None:
-        for server in self._servers:
-            server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        for server in self._servers:
-            await server.wait_closed()
+        await self._sockets.close()
         if self._http is not None and self._http_task is not None:
             self._http.should_exit = True
             await self._http_task
@@ -169,9 +198,6 @@ class LogdServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
         connection = _Connection(writer)
         hub = self._hub
         assert hub is not None
@@ -194,7 +220,6 @@ class LogdServer:
             await answers.put(None)
             await responder
             hub.drop(connection)
-            self._connections.discard(task)
             writer.close()
 
     def _apply(self, context: Context, document: bytes | TooLarge) -> tuple[dict[str, Any], Format]:
