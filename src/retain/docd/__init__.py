@@ -6,7 +6,7 @@ and a retain request is split by owner, sent to every owner at once with one
 ``now``, and answered rule by rule in the order sent::
 
     from retain.docd import DocdServer, ThreadedServer, load_mounts
-    with ThreadedServer(DocdServer(load_mounts("mounts.toml"), listen=("127.0.0.1", 7400))):
+    with ThreadedServer(DocdServer(load_mounts("mounts.toml"), listen=("127.0.0.1", 7410))):
         ...
 
 The routing itself is pure: :func:`route` plans, :func:`answer_retain` answers.

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path as FsPath
 from typing import Any
@@ -203,7 +203,7 @@ def _timeout(value: object, where: str) -> float:
     return float(value)
 
 
-def _check_disjoint(mounts: Iterable[Mount], label: Any) -> None:
+def _check_disjoint(mounts: Iterable[Mount], label: Callable[[int], str]) -> None:
     """Refuse a path mounted twice, or one mount inside another, naming both."""
     mounts = tuple(mounts)
     for later, mount in enumerate(mounts):

@@ -8,8 +8,8 @@ requests are answered one after another, in order.
 
 Example:
     >>> table = load_mounts("mounts.toml")
-    >>> with ThreadedServer(DocdServer(table, listen=("127.0.0.1", 7400))):
-    ...     Client(("127.0.0.1", 7400)).call("retain", now="2026-09-12T08:00:00Z", what=[...])
+    >>> with ThreadedServer(DocdServer(table, listen=("127.0.0.1", 7410))):
+    ...     Client(("127.0.0.1", 7410)).call("retain", now="2026-09-12T08:00:00Z", what=[...])
 """
 
 from __future__ import annotations
