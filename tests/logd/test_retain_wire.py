@@ -259,7 +259,7 @@ class TestSchedule:
          "batch is the most items"),
         ("every = \"1h\"\nconnect = \"nowhere\"\n[[rule]]\npath = \"jobs.*\"\nage = \".a\"\nafter = \"1d\"\n",
          "a logd address is HOST:PORT"),
-        ("every = [\n", "not TOML"),
+        ("every = [\n", "not valid TOML"),
     ])
     def test_refusals(self, text, message):
         """A schedule that cannot mean what it says is refused before anything connects, naming the field."""

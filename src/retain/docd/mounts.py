@@ -23,13 +23,12 @@ path holds the other (or the same path twice) are refused, naming both.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path as FsPath
 from typing import Any
 
-from retain import durations
+from retain import _toml, durations
 from retain.errors import InvalidInput, InvalidMounts
 from retain.logd.client import Address, parse_address
 from retain.logd.paths import Field, Path, parse
@@ -113,10 +112,7 @@ def load_mounts(path: str | FsPath) -> MountTable:
         InvalidMounts: the file cannot be read, is not TOML, or a field is wrong;
             the message names the file, the entry and the field.
     """
-    try:
-        text = FsPath(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidMounts(f"{path}: cannot read the mount file: {exc}") from exc
+    text = _toml.read(path, "mount", InvalidMounts)
     return parse_mounts(text, source=str(path))
 
 
@@ -127,10 +123,7 @@ def parse_mounts(text: str, source: str = "<string>") -> MountTable:
         >>> parse_mounts('[[mount]]\\npath = "verse.ctl"\\naddress = "127.0.0.1:7501"').mounts[0].name
         'verse.ctl'
     """
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidMounts(f"{source}: not valid TOML: {exc}") from exc
+    document = _toml.decode(text, source, InvalidMounts)
     _refuse_unknown(document, TOP_FIELDS, source)
     logd = _address(document["logd"], f"{source}: field 'logd'") if "logd" in document else DEFAULT_LOGD
     timeout = _timeout(document.get("timeout", DEFAULT_TIMEOUT), f"{source}: field 'timeout'")

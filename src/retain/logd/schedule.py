@@ -30,14 +30,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from retain import durations
+from retain import _toml, durations
 from retain.errors import InvalidInput, InvalidPolicy, RetainError
 from retain.logd.client import Address, Client, parse_address
 from retain.logd.retain import RetainResult
@@ -80,10 +79,7 @@ def load_schedule(path: str | Path) -> RetainSchedule:
         InvalidPolicy: the file cannot be read, is not TOML, or a field or rule is wrong; the
             message names the file, the rule (numbered from 1) and the field.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidPolicy(f"{path}: cannot read the schedule file: {exc}") from exc
+    text = _toml.read(path, "schedule", InvalidPolicy)
     return parse_schedule(text, source=str(path))
 
 
@@ -94,10 +90,7 @@ def parse_schedule(text: str, source: str = "<string>") -> RetainSchedule:
         >>> parse_schedule('every = "1h"\\n[[rule]]\\npath = "jobs.*"\\nage = ".updatedAt"\\nafter = "1d"').every
         datetime.timedelta(seconds=3600)
     """
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidPolicy(f"{source}: not TOML: {exc}") from None
+    document = _toml.decode(text, source, InvalidPolicy)
     unknown = sorted(set(document) - set(TOP_FIELDS))
     if unknown:
         raise InvalidPolicy(f"{source}: unknown field {unknown[0]!r}; expected {', '.join(TOP_FIELDS)}")

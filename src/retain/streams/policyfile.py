@@ -32,7 +32,6 @@ that were meant to fold first and would not. ``docs/policy.md`` describes every 
 from __future__ import annotations
 
 import math
-import tomllib
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from retain import durations
+from retain import _toml, durations
 from retain.errors import InvalidArchive, InvalidInput, InvalidPolicy
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
 from retain.streams.policy import Policy, StreamPolicy
@@ -120,10 +119,7 @@ def load_policy(path: str | Path) -> PolicyFile:
         InvalidPolicy: the file cannot be read, is not TOML, or a field is wrong;
             the message names the file, the entry and the field.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidPolicy(f"{path}: cannot read the policy file: {exc}") from exc
+    text = _toml.read(path, "policy", InvalidPolicy)
     return parse_policy(text, source=str(path))
 
 
@@ -134,10 +130,7 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
         >>> parse_policy('[[stream]]\\nqueue = "q"\\nname = "s"\\nmaxlen = 100').policy.entries[0].window
         MaxLen(count=100, approx=True)
     """
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidPolicy(f"{source}: not valid TOML: {exc}") from exc
+    document = _toml.decode(text, source, InvalidPolicy)
     where = _Where(source)
     _refuse_unknown(document, TOP_FIELDS, where)
     prefix = _string(document, "prefix", where, default=DEFAULT_PREFIX)
