@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ChildProcess", "ManagedServer", "ServerStartError", "free_port", "wait_until"]
+__all__ = ["ChildProcess", "ManagedServer", "ServerStartError", "StartedOnEnter", "free_port", "wait_until"]
 
 # Ports below are never picked: 6379, 5432 and friends may be taken by the machine's own services.
 _LOW, _HIGH = 20000, 30000
@@ -84,7 +84,27 @@ class ChildProcess:
         self._log_file.close()
 
 
-class ManagedServer:
+class StartedOnEnter:
+    """A context manager that starts on enter and closes on exit, or on a failed start."""
+
+    def start(self) -> Any:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ManagedServer(StartedOnEnter):
     """The lifecycle every embedded server shares: one child process in a directory of its own.
 
     Subclasses implement ``start()`` (setting ``self._child``). ``stop()`` keeps the
@@ -100,9 +120,6 @@ class ManagedServer:
         self.directory = Path(directory or tempfile.mkdtemp(prefix=prefix))
         self._child: ChildProcess | None = None
 
-    def start(self) -> Any:
-        raise NotImplementedError
-
     def stop(self) -> None:
         """Stop the server; the directory (and the port) are kept for a later ``start()``."""
         if self._child is not None:
@@ -114,13 +131,3 @@ class ManagedServer:
         self.stop()
         if self._own_directory:
             shutil.rmtree(self.directory, ignore_errors=True)
-
-    def __enter__(self) -> Any:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

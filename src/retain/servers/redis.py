@@ -21,7 +21,8 @@ from typing import Any
 
 import redis
 
-from retain.servers._process import ChildProcess, ManagedServer, ServerStartError, free_port, wait_until
+from retain.servers._process import (ChildProcess, ManagedServer, ServerStartError, StartedOnEnter, free_port,
+                                     wait_until)
 
 __all__ = ["RedisCluster", "RedisServer", "find_redis_server"]
 
@@ -121,7 +122,7 @@ class _ClusterNode(RedisServer):
         return (_CLUSTER_BUS_OFFSET,)  # the cluster bus listens at port + 10000
 
 
-class RedisCluster:
+class RedisCluster(StartedOnEnter):
     """A Redis Cluster of ``masters`` nodes (no replicas) on loopback, slots split evenly.
 
     Example:
@@ -180,13 +181,3 @@ class RedisCluster:
         for node in self.nodes:
             node.stop()
         shutil.rmtree(self.directory, ignore_errors=True)
-
-    def __enter__(self) -> RedisCluster:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
