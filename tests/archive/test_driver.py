@@ -29,7 +29,6 @@ from retain.streams import (AsyncRetentionDriver, DriverMetrics, RawKey, Retenti
 from retain.windows import MaxLen
 from tests.archive.conftest import archived_ids, numeric
 from tests.streams.test_driver import Reports, append, wait_for
-from tests.streams.conftest import node_size  # noqa: F401 (fixture)
 from tests.streams.test_metrics import samples
 
 _names = itertools.count()

@@ -18,7 +18,6 @@ from retain.errors import (
 from retain.servers import free_port
 from retain.streams import StreamRef
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId
-from tests.streams.conftest import node_size  # noqa: F401 (fixture)
 
 
 def ids_of(entries) -> list[bytes]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import redis
 
 __all__ = ["BASE_MS", "at_node_boundary", "fill", "ms_of", "remaining"]
@@ -12,17 +11,6 @@ def ms_of(entry_id: bytes | str) -> tuple[int, int]:
     text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
     ms, seq = text.split("-")
     return int(ms), int(seq)
-
-
-@pytest.fixture
-def node_size(redis_conn):
-    """Set stream-node-max-entries for new streams (bytes unlimited); restore the defaults after."""
-    def set_size(entries: int) -> None:
-        redis_conn.config_set("stream-node-max-entries", entries)
-        redis_conn.config_set("stream-node-max-bytes", 0)
-    yield set_size
-    redis_conn.config_set("stream-node-max-entries", 100)
-    redis_conn.config_set("stream-node-max-bytes", 4096)
 
 
 def fill(conn: redis.Redis, key: str, steps: list[int]) -> list[tuple[int, int]]:
