@@ -23,7 +23,8 @@ import statistics
 import time
 
 from retain.servers import RedisServer
-from retain.streams import Policy, RetentionDriver, StreamRef, decide, trim, utc_now
+from retain.clock import utc_now
+from retain.streams import Policy, RetentionDriver, StreamRef, decide, trim
 from retain.windows import MaxLen
 
 ROUNDS = 5

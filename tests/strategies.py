@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
-from retain.archive.ids import MAX_PART, StreamId
+from retain.ids import MAX_PART, StreamId
 from retain.durations import UNITS
 
 __all__ = ["aware_instants", "docd_paths", "duration_texts", "logd_keys", "logd_paths", "logd_scalars", "logd_values",

@@ -71,7 +71,7 @@ class TestStreamsTrim:
         (["--maxlen", "1"], "QUEUE NAME, or --key KEY"),
         (["g", "s", "--key", "k", "--maxlen", "1"], "but not both"),
         (["g", "bad name", "--maxlen", "1"], "contains ' '"),
-        (["g", "s", "--maxlen", "-1"], "must be >= 0"),
+        (["g", "s", "--maxlen", "-1"], "must be a whole number >= 0"),
         (["g", "s", "--max-age", "soon"], "invalid duration 'soon'"),
         (["g", "s", "--min-id", "yesterday"], "is not a time"),
         (["g", "s", "--min-id", "2026-09-12T08:00:00"], "has no timezone"),

@@ -24,7 +24,7 @@ def test_streams():
         "DEFAULT_PREFIX", "RawKey", "Stream", "StreamRef", "atrim", "stream_key", "trim", "xtrim_command",
         "ArchiveSettings", "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile", "RetentionDriver",
         "StreamPolicy", "StreamPreview", "SweepReport", "TrimCall", "beat_delay", "decide", "load_policy",
-        "parse_policy", "preview", "utc_now",
+        "parse_policy", "preview",
     ])
 
 

@@ -20,10 +20,10 @@ class TestMaxLen:
         assert (window.count, window.approx) == (count, True)
 
     @pytest.mark.parametrize(("count", "message"), [
-        (-1, r"must be >= 0 \(got -1\)"),
-        (True, r"must be an int >= 0 \(got True\)"),
-        (1.0, r"must be an int >= 0 \(got 1.0\)"),
-        ("10", r"must be an int >= 0 \(got '10'\)"),
+        (-1, r"must be a whole number >= 0 \(got -1\)"),
+        (True, r"must be a whole number >= 0 \(got True\)"),
+        (1.0, r"must be a whole number >= 0 \(got 1.0\)"),
+        ("10", r"must be a whole number >= 0 \(got '10'\)"),
         (None, r"got None"),
     ])
     def test_bad(self, count, message):

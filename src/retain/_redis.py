@@ -1,4 +1,9 @@
-"""The boundary with redis-py: its exceptions become retain's, with the cause kept."""
+"""The boundary with redis-py: its exceptions become retain's, with the cause kept.
+
+Every call into redis-py sits inside :func:`translate_errors`; an answer a
+pipeline hands back as an exception value becomes retain's with :func:`as_retain_error`.
+Callers never see ``redis.exceptions.*``.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +14,15 @@ import redis.exceptions
 
 from retain.errors import RetainError, ServerError, ServerUnavailable, WrongTypeError
 
-__all__ = ["map_error", "translate_errors"]
+__all__ = ["REDIS_ERRORS", "as_retain_error", "translate_errors"]
+
+#: what redis-py raises: its error tree, and the cluster client's own
+REDIS_ERRORS = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
 
 
-def map_error(exc: redis.exceptions.RedisError, key: str | None = None) -> RetainError:
-    """The retain error that stands for a redis-py exception; raise it ``from exc``.
-
-    Used directly on hot paths and where a pipeline hands back exceptions as
-    values, one per command; :func:`translate_errors` wraps it for blocks.
-    """
+def _mapped(exc: BaseException, key: str | None) -> RetainError:
     where = f" on key {key!r}" if key is not None else ""
-    if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+    if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)):
         return ServerUnavailable(f"Redis unavailable{where}: {exc}")
     if isinstance(exc, redis.exceptions.ResponseError):
         text = str(exc)
@@ -28,10 +31,22 @@ def map_error(exc: redis.exceptions.RedisError, key: str | None = None) -> Retai
     return ServerError(f"Redis client error{where}: {exc}", server_message=str(exc), key=key)
 
 
+def as_retain_error(error: BaseException, key: str | None = None) -> RetainError:
+    """The retain error that stands for ``error`` (a pipeline's answer), with ``error`` as its cause.
+
+    A retain error is returned as it is.
+    """
+    if isinstance(error, RetainError):
+        return error
+    mapped = _mapped(error, key)
+    mapped.__cause__ = error
+    return mapped
+
+
 @contextmanager
 def translate_errors(key: str | None = None) -> Iterator[None]:
-    """Raise redis-py errors inside the block as retain errors ``from`` the original."""
+    """Raise redis-py errors inside the block as retain errors ``from`` the original; ``key`` names the stream."""
     try:
         yield
-    except redis.exceptions.RedisError as exc:
-        raise map_error(exc, key) from exc
+    except REDIS_ERRORS as exc:
+        raise _mapped(exc, key) from exc

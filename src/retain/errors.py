@@ -13,6 +13,7 @@
     ├── ServerError                        the server refused a command; carries its message
     │   └── WrongTypeError                 the key holds something other than a stream
     ├── ServerUnavailable (ConnectionError)  the server could not be reached or dropped the link
+    ├── ServerStartError (RuntimeError)    an embedded server (retain.servers) did not come up; carries its log
     ├── ArchiveError                       the archive's object store failed, or holds the unexpected
     │   ├── ArchiveUnavailable (ConnectionError)     the store could not be reached, or an I/O failed
     │   ├── ArchiveAccessDenied (PermissionError)    the store refused the credentials
@@ -73,6 +74,7 @@ __all__ = [
     "RetainError",
     "SchemaViolation",
     "ServerError",
+    "ServerStartError",
     "ServerUnavailable",
     "StorageError",
     "UnarchivableEntry",
@@ -124,6 +126,10 @@ class WrongTypeError(ServerError):
 
 class ServerUnavailable(RetainError, ConnectionError):
     """The server could not be reached, or the connection broke mid-command."""
+
+
+class ServerStartError(RetainError, RuntimeError):
+    """An embedded server (:mod:`retain.servers`) did not come up; the message carries the tail of its log."""
 
 
 class LogdError(RetainError):

@@ -23,18 +23,15 @@ Example:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
-from retain import durations
-from retain.errors import InvalidWindow
+from retain import _fields, durations
+from retain._fields import Where
+from retain.errors import InvalidStreamId, InvalidWindow
+from retain.ids import StreamId, epoch_ms
 
 __all__ = ["MaxAge", "MaxLen", "MinId", "MinStreamId", "Window", "minid_floor", "require_aware"]
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_STREAM_ID = re.compile(r"(0|[1-9][0-9]{0,19})-(0|[1-9][0-9]{0,19})")
-_MAX_ID_PART = 2**64 - 1
 
 
 def require_aware(value: object, what: str) -> datetime:
@@ -52,12 +49,15 @@ def minid_floor(instant: datetime) -> str:
     Raises:
         InvalidWindow: for a naive datetime or one before the Unix epoch.
     """
-    require_aware(instant, "a MINID instant")
-    if instant < _EPOCH:
-        raise InvalidWindow(f"a MINID instant must not precede 1970-01-01T00:00:00Z (got {instant.isoformat()})")
-    # Integer arithmetic on the timedelta: float seconds would round some milliseconds away.
-    milliseconds = (instant - _EPOCH) // timedelta(milliseconds=1)
-    return f"{milliseconds}-0"
+    return f"{epoch_ms(instant, 'a MINID instant', InvalidWindow)}-0"
+
+
+def _is_stream_id(text: str) -> bool:
+    try:
+        StreamId.parse(text)
+    except InvalidStreamId:
+        return False
+    return True
 
 
 def _require_approx(approx: object) -> None:
@@ -73,10 +73,7 @@ class MaxLen:
     approx: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.count, bool) or not isinstance(self.count, int):
-            raise InvalidWindow(f"MaxLen count must be an int >= 0 (got {self.count!r})")
-        if self.count < 0:
-            raise InvalidWindow(f"MaxLen count must be >= 0 (got {self.count})")
+        _fields.whole_number(self.count, "MaxLen count", Where("", InvalidWindow))
         _require_approx(self.approx)
 
     def describe(self) -> str:
@@ -105,21 +102,24 @@ class MinId:
         return f"MINID {'~' if self.approx else '='} {self.floor} ({self.instant.isoformat()})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class MaxAge:
-    """Keep entries younger than ``duration`` (a positive timedelta or a string such as ``"7d"``)."""
+    """Keep entries younger than ``duration``: a positive timedelta, or a string such as ``"7d"``
+    (:mod:`retain.durations`), held as the timedelta it means."""
 
     duration: timedelta
     approx: bool = True
 
-    def __post_init__(self) -> None:
-        if isinstance(self.duration, str):
-            object.__setattr__(self, "duration", durations.parse(self.duration))
-        elif not isinstance(self.duration, timedelta):
-            raise InvalidWindow(f"MaxAge duration must be a timedelta or a string such as '7d' (got {self.duration!r})")
-        if self.duration <= timedelta(0):
-            raise InvalidWindow(f"MaxAge duration must be positive (got {self.duration})")
-        _require_approx(self.approx)
+    def __init__(self, duration: timedelta | str, approx: bool = True) -> None:
+        if isinstance(duration, str):
+            duration = durations.parse(duration)
+        elif not isinstance(duration, timedelta):
+            raise InvalidWindow(f"MaxAge duration must be a timedelta or a string such as '7d' (got {duration!r})")
+        if duration <= timedelta(0):
+            raise InvalidWindow(f"MaxAge duration must be positive (got {duration})")
+        _require_approx(approx)
+        object.__setattr__(self, "duration", duration)
+        object.__setattr__(self, "approx", approx)
 
     def resolve(self, now: datetime) -> MinId:
         """The :class:`MinId` this age means at ``now`` (timezone-aware)."""
@@ -148,8 +148,7 @@ class MinStreamId:
     approx: bool = True
 
     def __post_init__(self) -> None:
-        found = _STREAM_ID.fullmatch(self.floor) if isinstance(self.floor, str) else None
-        if found is None or max(int(part) for part in found.groups()) > _MAX_ID_PART:
+        if not isinstance(self.floor, str) or not _is_stream_id(self.floor):
             raise InvalidWindow(f"a MINID floor must be a stream id '<ms>-<seq>', each part 0 to 2^64-1 "
                                 f"(got {self.floor!r})")
         _require_approx(self.approx)

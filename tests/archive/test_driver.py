@@ -151,7 +151,7 @@ class TestConstruction:
         with pytest.raises(InvalidPolicy, match="archive must be a retain.archive.Archive"):
             RetentionDriver(redis_conn, policy, archive=str(tmp_path))
         for value in (0, -1, True, 1.5):
-            with pytest.raises(InvalidPolicy, match="fold_min_entries must be an int >= 1"):
+            with pytest.raises(InvalidPolicy, match="fold_min_entries: must be a whole number >= 1"):
                 RetentionDriver(redis_conn, policy, archive=local(tmp_path), fold_min_entries=value)
         with pytest.raises(InvalidPolicy, match="pass fold_conn=redis.Redis"):
             AsyncRetentionDriver(None, policy, archive=local(tmp_path))

@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retain.archive.ids import StreamId
+from retain.ids import StreamId
 from retain.archive.layout import manifest_number, manifest_path, segment_name, stream_dir, stream_key_of
 from tests.strategies import stream_ids
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from retain.archive.ids import StreamId
+from retain.ids import StreamId
 from retain.archive.manifest import FORMAT_VERSION, Manifest, SegmentInfo
 from retain.errors import ArchiveCorrupt
 

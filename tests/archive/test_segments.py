@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
-from retain.archive.ids import StreamId
+from retain.ids import StreamId
 from retain.archive.segments import SCHEMA, SegmentWriter, read_entries, same_rows
 from retain.errors import UnarchivableEntry
 

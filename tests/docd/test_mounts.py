@@ -125,7 +125,7 @@ class TestMountTable:
         """Overlapping mounts and a bad timeout are refused however the table is made."""
         with pytest.raises(InvalidMounts, match="verse.ctl lies inside verse"):
             MountTable.of({"verse": "h:1", "verse.ctl": "h:2"})
-        with pytest.raises(InvalidMounts, match="timeout must be a positive number"):
+        with pytest.raises(InvalidMounts, match="field 'timeout': must be a positive number"):
             MountTable.of({}, timeout=-1)
         with pytest.raises(InvalidMounts, match="a mount point is names"):
             MountTable.of({"a(b)": "h:1"})

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from retain.docd.mounts import MountTable
 from retain.docd.router import (Fanout, Forward, Owner, SessionChange, answer_forward, answer_retain, delta_from,
                                 route)
-from retain.logd.retain_rules import format_now
+from retain.clock import format_rfc3339
 from retain.errors import InvalidPath, InvalidRequest, InvalidRetain, Unsupported
 from retain.logd.paths import parse
 from retain.logd.tags import Or
@@ -65,7 +65,7 @@ class TestRouteRetain:
 
     def test_whole_seconds_print_without_fraction(self):
         """A clock on a whole second prints as the seed writes times."""
-        assert format_now(NOW) == "2026-09-12T08:00:00Z"
+        assert format_rfc3339(NOW) == "2026-09-12T08:00:00Z"
 
     def test_the_callers_now_is_kept_as_written(self):
         """A caller's now goes to every owner in the caller's own words; the clock is not used."""
@@ -109,7 +109,7 @@ class TestRouteRetain:
         ({}, "retain: what is a non-empty list of rules"),
         ({"what": []}, "retain: what is a non-empty list of rules"),
         ({"what": "jobs.*"}, "retain: what is a non-empty list of rules"),
-        ({"what": [JOBS], "when": 1}, "retain: unknown field 'when'; expected now, batch, author, what"),
+        ({"what": [JOBS], "when": 1}, "retain: unknown field 'when': expected one of now, batch, author, what"),
         ({"what": [JOBS], "now": "yesterday"}, "retain: now must be an RFC 3339 time"),
         ({"what": [JOBS], "now": "2026-09-12T08:00:00"}, "retain: now must be an RFC 3339 time"),
         ({"what": [JOBS], "now": 1757664000}, "retain: now must be an RFC 3339 time"),
@@ -248,7 +248,7 @@ class TestRouteSession:
         ({"author": ""}, "an author is a string of 1-256 characters"),
         ({"author": 3}, "an author is a string"),
         ({"scope": "a b"}, "scope name 'a b' contains ' '"),
-        ({"who": "x"}, "unknown field 'who' in session"),
+        ({"who": "x"}, "session: unknown field 'who'"),
     ])
     def test_refusals(self, body, message):
         """A session docd could not hand on is refused."""

@@ -224,7 +224,7 @@ class TestDecisions:
 
 class TestSettings:
     @pytest.mark.parametrize(("kwargs", "message"), [
-        ({"read_budget": 0}, "readBudget must be an integer >= 1"),
+        ({"read_budget": 0}, "readBudget: must be a whole number >= 1"),
         ({"synchronous": "maybe"}, "synchronous must be one of"),
         ({"cutoff": timedelta(hours=2), "horizon": timedelta(hours=1)}, "horizon must be a duration no shorter"),
         ({"tiers": (Tier(timedelta(hours=1), timedelta(days=1)), Tier(timedelta(minutes=90), timedelta(days=2)))},

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from retain.errors import (InvalidRetain, NotFound, ReadBudgetExceeded, SchemaViolation, StorageError)
 from retain.logd import RetainResult, run_retain
 from retain.logd.protocol import load
-from retain.logd.retain_rules import format_now
+from retain.clock import format_rfc3339
 from retain.logd.tags import AutoId, LogdKey, Or, Raw
 from retain.logd.verbs import Context, handle
 from tests.logd.conftest import START
@@ -27,7 +27,7 @@ SEED_RESULT = {"now": "2026-09-12T08:00:00Z", "commit": 6, "deleted": 312, "rule
 
 
 def ago(**delta) -> str:
-    return format_now(NOW - timedelta(**delta))
+    return format_rfc3339(NOW - timedelta(**delta))
 
 
 def seed_scene(store) -> None:
@@ -48,7 +48,7 @@ def seed_scene(store) -> None:
 
 
 def request(*rules, **fields):
-    return {"now": format_now(NOW), **fields, "what": list(rules)}
+    return {"now": format_rfc3339(NOW), **fields, "what": list(rules)}
 
 
 JOBS_RULE = {"path": "jobs.*", "match": {"status": Or(("done", "canceled"))}, "age": ".updatedAt", "after": "1d"}

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from retain.errors import InvalidRequest, InvalidRetain
 from retain.logd.paths import parse
 from retain.logd.protocol import load
-from retain.logd.retain_rules import (DEFAULT_BATCH, RetainRequest, format_now, item_pattern, parse_retain,
-                                      parse_timestamp, select)
+from retain.clock import format_rfc3339, parse_rfc3339
+from retain.logd.retain_rules import DEFAULT_BATCH, RetainRequest, item_pattern, parse_retain, select
 from retain.logd.tags import Or
 from tests.strategies import retain_items
 
@@ -42,7 +42,7 @@ def rule(**fields):
 
 
 def stamp(delta: timedelta) -> str:
-    return format_now(NOW - delta)
+    return format_rfc3339(NOW - delta)
 
 
 class TestParseRetain:
@@ -96,7 +96,7 @@ class TestParseRetain:
         ({"batch": "256"}, "an integer >= 1 (got '256')"),
         ({"batch": True}, "an integer >= 1 (got True)"),
         ({"author": ""}, "author is a string of 1-256 characters"),
-        ({"when": 1}, "retain: unknown field 'when'; expected now, batch, author, what"),
+        ({"when": 1}, "retain: unknown field 'when': expected one of now, batch, author, what"),
     ])
     def test_request_refusals(self, body, message):
         """A request that cannot mean what it says is invalid_retain, naming the field and what was expected."""
@@ -135,7 +135,7 @@ class TestParseRetain:
         ({"match": {"updatedAt": "2026-09-12T08:00:00Z"}}, "match names the age field .updatedAt"),
         ({"match": {"status": Or(())}}, "!or needs at least one alternative"),
         ({"match": {"status": {1, 2}}}, "is not a pattern"),
-        ({"when": "now"}, "unknown field 'when'; expected path, match, age, after"),
+        ({"when": "now"}, "unknown field 'when': expected one of path, match, age, after"),
     ])
     def test_rule_refusals(self, fields, message):
         """A rule that cannot mean what it says is invalid_retain, naming the rule and the field."""
@@ -182,7 +182,7 @@ class TestParseTimestamp:
     ])
     def test_rfc3339(self, text, expected):
         """RFC 3339 date-times, with any zone and fraction, are instants."""
-        assert parse_timestamp(text) == expected
+        assert parse_rfc3339(text) == expected
 
     @pytest.mark.parametrize("value", [
         1789200000, 1789200000.5, "1789200000", "2026-09-12", "2026-09-12T08:00:00", "2026-09-12 08:00:00Z",
@@ -192,7 +192,7 @@ class TestParseTimestamp:
     ])
     def test_not_rfc3339(self, value):
         """Epochs, dates alone, zone-less times, leap seconds, impossible dates and non-strings are not timestamps."""
-        assert parse_timestamp(value) is None
+        assert parse_rfc3339(value) is None
 
 
 class TestSelect:
@@ -260,7 +260,7 @@ class TestSelect:
         assert selection == select(items, chosen, NOW)
         expected, unreadable = [], 0
         for name, value in items:
-            stamped = parse_timestamp(value.get("updatedAt") if isinstance(value, dict) else None)
+            stamped = parse_rfc3339(value.get("updatedAt") if isinstance(value, dict) else None)
             if stamped is None:
                 unreadable += 1
             elif NOW - stamped >= chosen.after and (match is None or value.get("status") in

@@ -250,8 +250,8 @@ class TestSchedule:
 
     @pytest.mark.parametrize(("text", "message"), [
         ("every = \"1h\"\n", "at least one [[rule]] table is required"),
-        ("[[rule]]\npath = \"jobs.*\"\nage = \".a\"\nafter = \"1d\"\n", "every is required"),
-        ("every = \"soon\"\n[[rule]]\n", "every: invalid duration 'soon'"),
+        ("[[rule]]\npath = \"jobs.*\"\nage = \".a\"\nafter = \"1d\"\n", "field 'every': missing"),
+        ("every = \"soon\"\n[[rule]]\n", "field 'every': invalid duration 'soon'"),
         ("every = \"1h\"\nevery_day = 1\n", "unknown field 'every_day'"),
         ("every = \"1h\"\n[[rule]]\npath = \"jobs.*\"\nage = \".a\"\nafter = \"1d\"\n[[rule]]\npath = \"l[*]\"\n"
          "age = \".a\"\nafter = \"1d\"\n", "<string>: rule 2: path l[*] is a dense array"),

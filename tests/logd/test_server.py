@@ -196,7 +196,7 @@ class TestVerbs:
             assert logd.call("schema")["schema"] == {"events": {"array": LogdKey("id")}}
 
     @pytest.mark.parametrize(("request_", "code", "message"), [
-        ({"get": {"path": "a", "when": 1}}, "invalid_request", "unknown field 'when' in get; expected path, at"),
+        ({"get": {"path": "a", "when": 1}}, "invalid_request", "get: unknown field 'when': expected one of path, at"),
         ({"list": {}}, "invalid_request", "path is required"),
         ({"patch": {}}, "invalid_request", "patch needs ops"),
         ({"patch": {"ops": [{"set": "a", "value": {"!or": [1]}}]}}, "invalid_request", "tags such as !or"),

@@ -125,7 +125,7 @@ class TestDryRun:
 class TestRefusals:
     @pytest.mark.parametrize(("streams", "message"), [
         (FEED.replace("maxlen = 10", "maxlen = -1"),
-         "[[stream]] #1 (queue 'game', name 'feed'): field 'maxlen': MaxLen count must be >= 0 (got -1)"),
+         "[[stream]] #1 (queue 'game', name 'feed'): field 'maxlen': MaxLen count: must be a whole number >= 0 (got -1)"),
         (FEED + '[[stream]]\nkey = "x"\nmax_age = "soon"\n', "[[stream]] #2 (key 'x'): field 'max_age': invalid duration"),
         (FEED.replace("approx", "aprox"), "[[stream]] #1 (queue 'game', name 'feed'): unknown field 'aprox'"),
     ])

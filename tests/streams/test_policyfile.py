@@ -72,7 +72,7 @@ class TestRefusals:
         ('[[stream]]\nqueue = "q"\nname = "s"\nmax_len = 1',
          "p.toml: [[stream]] #1 (queue 'q', name 's'): unknown field 'max_len'"),
         (ONE + '[[stream]]\nqueue = "q"\nname = "t"\nmaxlen = -1',
-         "p.toml: [[stream]] #2 (queue 'q', name 't'): field 'maxlen': MaxLen count must be >= 0 (got -1)"),
+         "p.toml: [[stream]] #2 (queue 'q', name 't'): field 'maxlen': MaxLen count: must be a whole number >= 0 (got -1)"),
         (ONE + '[[stream]]\nqueue = "q"\nname = "t"\nmaxlen = 1.5', "[[stream]] #2 (queue 'q', name 't'): field 'maxlen'"),
         ('[[stream]]\nqueue = "q"\nname = "a b"\nmaxlen = 1', "[[stream]] #1 (queue 'q', name 'a b'): field 'name': "
                                                              "stream name 'a b' contains ' '"),

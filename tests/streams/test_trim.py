@@ -106,7 +106,7 @@ class TestTrim:
         assert xtrim_command(stream, MaxLen(5), limit=0)[-2:] == ("LIMIT", "0")
         assert xtrim_command(stream, MaxLen(5, approx=False), limit=0) == ("XTRIM", stream.key, "MAXLEN", "=", "5")
         for bad in (-1, True, "0", 1.5):
-            with pytest.raises(InvalidWindow, match="limit must be None or an int >= 0"):
+            with pytest.raises(InvalidWindow, match="limit: must be a whole number >= 0"):
                 xtrim_command(stream, MaxLen(5), limit=bad)
         node_size(10)
         for index in range(5_000):

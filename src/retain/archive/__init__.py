@@ -16,7 +16,7 @@ from retain.archive.fold import (
     fold_then_trim,
     trim_past,
 )
-from retain.archive.ids import StreamId
+from retain.ids import StreamId
 from retain.archive.manifest import FORMAT_VERSION, Manifest, SegmentInfo
 from retain.archive.read import read
 from retain.archive.store import Archive

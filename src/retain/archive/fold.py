@@ -20,13 +20,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import redis.exceptions
 
-from retain._redis import map_error
-from retain.archive.ids import StreamId, upper_bound
+from retain import _fields
+from retain._fields import Where
+from retain._redis import translate_errors
+from retain.clock import utc_now
+from retain.ids import StreamId, upper_bound
 from retain.archive.manifest import Manifest
 from retain.archive.segments import SegmentWriter
 from retain.archive.store import Archive, _key
@@ -120,18 +123,16 @@ def _reader(conn: Any) -> Any:
 
 
 def _check_sizes(count: object, segment_entries: object, min_entries: object) -> None:
-    for name, value in (("count", count), ("segment_entries", segment_entries), ("min_entries", min_entries)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidInput(f"{name} must be an int >= 1 (got {value!r})")
-    if min_entries > segment_entries:  # type: ignore[operator]
+    where = Where("", InvalidInput)
+    sizes = [_fields.whole_number(value, name, where, minimum=1) for name, value in
+             (("count", count), ("segment_entries", segment_entries), ("min_entries", min_entries))]
+    if sizes[2] > sizes[1]:
         raise InvalidInput(f"min_entries must not exceed segment_entries ({min_entries} > {segment_entries})")
 
 
 def _last_id(conn: Any, key: str) -> StreamId | None:
-    try:
+    with translate_errors(key):
         newest = conn.xrevrange(key, "+", "-", count=1)
-    except redis.exceptions.RedisError as exc:
-        raise map_error(exc, key) from exc
     return StreamId.parse(newest[0][0]) if newest else None
 
 
@@ -185,10 +186,8 @@ class _Folder:
             self.progress(FoldProgress(kind, self.entries, pending, state.watermark))
 
     def _xrange(self, low: StreamId, count: int) -> list[Any]:
-        try:
-            return self.conn.xrange(self.key, str(low), str(self.boundary), count=count)
-        except redis.exceptions.RedisError as exc:
-            raise map_error(exc, self.key) from exc
+        with translate_errors(self.key):
+            return self.conn.xrange(self.key, str(low), str(self.boundary), count=count)  # type: ignore[no-any-return]
 
     def _read_segment(self, state: Manifest) -> tuple[SegmentWriter, bool]:
         """Read up to a segment's worth after W; also say whether the range is exhausted."""
@@ -258,15 +257,13 @@ def fold_boundary(conn: Any, stream: Stream, window: Window, now: datetime | Non
         return StreamId.parse(window.floor).predecessor()
     if not isinstance(window, MaxLen):
         raise InvalidWindow(f"window must be MaxLen, MinId, MaxAge or MinStreamId (got {window!r})")
-    try:
+    with translate_errors(key):
         dropped = conn.xlen(key) - window.count
         if dropped <= 0:
             return None
         if dropped <= window.count + 1:
             return StreamId.parse(conn.xrange(key, "-", "+", count=dropped)[-1][0])
         return StreamId.parse(conn.xrevrange(key, "+", "-", count=window.count + 1)[-1][0])
-    except redis.exceptions.RedisError as exc:
-        raise map_error(exc, key) from exc
 
 
 def trim_past(watermark: StreamId | str, approx: bool = True) -> MinStreamId:
@@ -307,7 +304,7 @@ def fold_then_trim(conn: Any, stream: Stream, archive: Archive, window: Window, 
     _check_sizes(count, segment_entries, min_entries)
     check_limit(limit)
     if now is None and isinstance(window, MaxAge):
-        now = datetime.now(timezone.utc)  # the entry point that owns the clock when the caller passed none
+        now = utc_now()  # the entry point that owns the clock when the caller passed none
     boundary = fold_boundary(conn, stream, window, now)
     if boundary is None:
         state = archive.manifest(stream)

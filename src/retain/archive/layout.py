@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from retain.archive.ids import StreamId
+from retain.ids import StreamId
 
 __all__ = [
     "MANIFEST_DIR",

@@ -30,7 +30,7 @@ import json
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from retain.archive.ids import StreamId
+from retain.ids import StreamId
 from retain.errors import ArchiveCorrupt, InvalidStreamId
 
 __all__ = ["FORMAT_VERSION", "Manifest", "SegmentInfo"]

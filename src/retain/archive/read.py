@@ -23,10 +23,8 @@ from datetime import datetime
 from itertools import chain
 from typing import Any
 
-import redis.exceptions
-
-from retain._redis import map_error
-from retain.archive.ids import StreamId, lower_bound, upper_bound
+from retain._redis import translate_errors
+from retain.ids import StreamId, lower_bound, upper_bound
 from retain.archive.segments import Entry, Text, read_entries
 from retain.archive.store import Archive, _key
 from retain.errors import InvalidInput
@@ -79,10 +77,8 @@ def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId,
            count: int, text: Text) -> Iterator[Iterable[Entry]]:
     position: StreamId | None = low  # the smallest id not yet yielded; None once past the largest id
     while position is not None and position <= high:
-        try:
+        with translate_errors(key):
             chunk = conn.xrange(key, str(position), str(high), count=count)  # 1. the live range
-        except redis.exceptions.RedisError as exc:
-            raise map_error(exc, key) from exc
         manifest = archive.manifest(stream)  # 2. then W
         watermark = manifest.watermark
         if watermark is not None and watermark >= position:  # 3. then the archive, up to W

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from retain.archive.ids import StreamId
+from retain.ids import StreamId
 from retain.archive.layout import segment_name
 from retain.archive.manifest import FORMAT_VERSION, SegmentInfo
 from retain.errors import ArchiveCorrupt, UnarchivableEntry

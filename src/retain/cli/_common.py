@@ -8,6 +8,7 @@ from typing import Any
 import click
 import redis
 
+from retain.clock import parse_rfc3339
 from retain.errors import RetainError
 
 __all__ = ["RetainGroup", "parse_instant", "redis_url_option", "connect"]
@@ -39,13 +40,10 @@ def connect(url: str) -> redis.Redis:
 
 
 def parse_instant(value: str, param_hint: str) -> datetime:
-    """An RFC 3339 / ISO 8601 instant with a timezone, e.g. ``2026-09-12T08:00:00Z``."""
-    try:
-        instant = datetime.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a time such as 2026-09-12T08:00:00Z",
-                                 param_hint=param_hint) from None
-    if instant.tzinfo is None:
-        raise click.BadParameter(f"{value!r} has no timezone: add Z or an offset such as +02:00",
-                                 param_hint=param_hint)
+    """An RFC 3339 instant with a zone, e.g. ``2026-09-12T08:00:00Z``."""
+    instant = parse_rfc3339(value)
+    if instant is None:
+        zoneless = parse_rfc3339(value + "Z") is not None
+        raise click.BadParameter(f"{value!r} has no timezone: add Z or an offset such as +02:00" if zoneless
+                                 else f"{value!r} is not a time such as 2026-09-12T08:00:00Z", param_hint=param_hint)
     return instant

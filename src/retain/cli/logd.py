@@ -185,7 +185,8 @@ def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
 
     from retain.logd.client import parse_address
     from retain.logd.protocol import dump_braced
-    from retain.logd.schedule import describe_answer, load_schedule, run_schedule, send_retain, utc_now
+    from retain.clock import utc_now
+    from retain.logd.schedule import describe_answer, load_schedule, run_schedule, send_retain
 
     schedule = load_schedule(policy_path)
     target = parse_address(address or schedule.connect or DEFAULT_LISTEN)

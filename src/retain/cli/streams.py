@@ -15,10 +15,11 @@ import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from retain._redis import map_error
+from retain._redis import translate_errors
+from retain.clock import utc_now
 from retain.cli._common import DEFAULT_REDIS_URL, connect, parse_instant, redis_url_option
 from retain.streams import (DriverMetrics, PolicyFile, RawKey, RetentionDriver, StreamRef, SweepReport,
-                            load_policy, preview, trim, utc_now)
+                            load_policy, preview, trim)
 from retain.streams.keys import DEFAULT_PREFIX
 from retain.windows import MaxAge, MaxLen, MinId
 
@@ -70,7 +71,7 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
         raise click.UsageError("give exactly one of --maxlen, --max-age, --min-id")
     stream = RawKey(raw_key) if raw_key else StreamRef(queue, name, prefix)  # type: ignore[arg-type]
     approx = not exact
-    now = datetime.now(timezone.utc)
+    now = utc_now()
     if maxlen is not None:
         window = MaxLen(maxlen, approx)
     elif max_age is not None:
@@ -135,13 +136,12 @@ def _client(url: str, cluster: bool) -> redis.Redis | redis.cluster.RedisCluster
     # One retry covers a pooled connection gone stale; the driver's own backoff is the retry policy.
     options = {"retry": Retry(NoBackoff(), 1)}
     try:
-        if cluster:
-            return redis.cluster.RedisCluster.from_url(url, **options)
-        return redis.Redis.from_url(url, **options)
+        with translate_errors():
+            if cluster:
+                return redis.cluster.RedisCluster.from_url(url, **options)
+            return redis.Redis.from_url(url, **options)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--url") from exc
-    except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as exc:
-        raise map_error(exc) from exc  # type: ignore[arg-type]
 
 
 def _driver(conn: Any, policy_file: PolicyFile, archive: Archive | None, **options: Any) -> RetentionDriver:

@@ -22,13 +22,13 @@ path holds the other (or the same path twice) are refused, naming both.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path as FsPath
 from typing import Any
 
-from retain import _toml, durations
+from retain import _fields, _toml
+from retain._fields import Where
 from retain.errors import InvalidInput, InvalidMounts
 from retain.logd.client import Address, parse_address
 from retain.logd.paths import Field, Path, parse
@@ -74,9 +74,8 @@ class MountTable:
 
     def __post_init__(self) -> None:
         _check_disjoint(self.mounts, lambda index: f"{self.source}: mount {self.mounts[index].name}")
-        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or \
-                not math.isfinite(self.timeout) or self.timeout <= 0:
-            raise InvalidMounts(f"{self.source}: timeout must be a positive number of seconds (got {self.timeout!r})")
+        _fields.seconds(self.timeout, "timeout", Where(self.source, InvalidMounts), example="300",
+                        duration_example="5m")
 
     @classmethod
     def of(cls, mounts: dict[str, str | Address], *, logd: str | Address = DEFAULT_LOGD,
@@ -124,36 +123,31 @@ def parse_mounts(text: str, source: str = "<string>") -> MountTable:
         'verse.ctl'
     """
     document = _toml.decode(text, source, InvalidMounts)
-    _refuse_unknown(document, TOP_FIELDS, source)
-    logd = _address(document["logd"], f"{source}: field 'logd'") if "logd" in document else DEFAULT_LOGD
-    timeout = _timeout(document.get("timeout", DEFAULT_TIMEOUT), f"{source}: field 'timeout'")
+    where = Where(source, InvalidMounts)
+    _fields.refuse_unknown(document, TOP_FIELDS, where)
+    logd = _address(document["logd"], where.field("logd")) if "logd" in document else DEFAULT_LOGD
+    timeout = _fields.seconds(document.get("timeout", DEFAULT_TIMEOUT), "timeout", where, example="300",
+                              duration_example="5m")
     tables = document.get("mount", [])
     if not isinstance(tables, list) or not all(isinstance(table, dict) for table in tables):
         raise InvalidMounts(f"{source}: 'mount' must be [[mount]] tables, each with path and address")
-    mounts = tuple(_mount(table, f"{source}: [[mount]] #{number}{_label(table)}")
+    mounts = tuple(_mount(table, where.entry("mount", number, _label(table)))
                    for number, table in enumerate(tables, start=1))
-    _check_disjoint(mounts, lambda index: f"{source}: [[mount]] #{index + 1}{_label(tables[index])}")
+    _check_disjoint(mounts, lambda index: str(where.entry("mount", index + 1, _label(tables[index]))))
     return MountTable(mounts, logd, timeout, source)
 
 
 def _label(table: dict[str, Any]) -> str:
-    return f" ({table['path']})" if isinstance(table.get("path"), str) else ""
+    return table["path"] if isinstance(table.get("path"), str) else ""
 
 
-def _refuse_unknown(table: dict[str, Any], known: tuple[str, ...], where: str) -> None:
-    unknown = [name for name in table if name not in known]
-    if unknown:
-        raise InvalidMounts(f"{where}: unknown field {unknown[0]!r}: expected one of {', '.join(known)}")
-
-
-def _mount(table: dict[str, Any], where: str) -> Mount:
-    _refuse_unknown(table, MOUNT_FIELDS, where)
+def _mount(table: dict[str, Any], where: Where) -> Mount:
+    _fields.refuse_unknown(table, MOUNT_FIELDS, where)
     for name in MOUNT_FIELDS:
         if name not in table:
-            raise InvalidMounts(f"{where}: field {name!r}: missing: a mount is a path and the address "
+            raise InvalidMounts(f"{where.field(name)}: missing: a mount is a path and the address "
                                 "of the controller that owns it")
-    return Mount(_mount_path(table["path"], f"{where}: field 'path'"),
-                 _address(table["address"], f"{where}: field 'address'"))
+    return Mount(_mount_path(table["path"], where.field("path")), _address(table["address"], where.field("address")))
 
 
 def _mount_path(text: object, where: str) -> Path:
@@ -182,18 +176,6 @@ def _address(value: object, where: str) -> Address:
     except InvalidInput:
         raise InvalidMounts(f"{where}: an address is HOST:PORT or a socket path such as unix:/run/ctl.sock "
                             f"(got {value!r})") from None
-
-
-def _timeout(value: object, where: str) -> float:
-    if isinstance(value, str):
-        try:
-            return durations.parse(value).total_seconds()
-        except InvalidInput as exc:
-            raise InvalidMounts(f"{where}: {exc}") from exc
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise InvalidMounts(f"{where}: must be a positive number of seconds such as 300, or a duration "
-                            f"such as '5m' (got {value!r})")
-    return float(value)
 
 
 def _check_disjoint(mounts: Iterable[Mount], label: Callable[[int], str]) -> None:

@@ -16,9 +16,8 @@ Nothing is composed across mounts: a request over a container with mounts beneat
 is answered by that container's owner alone, and says so in ``under``.
 
 Example:
-    >>> from datetime import datetime
     >>> table = MountTable.of({"verse.ctl": "127.0.0.1:7501"})
-    >>> plan = route({"list": {"path": "verse.ctl.runs.*"}}, table, now=datetime.now(timezone.utc))
+    >>> plan = route({"list": {"path": "verse.ctl.runs.*"}}, table, now=utc_now())
     >>> plan.owner.name, plan.request
     ('verse.ctl', {'list': {'path': 'runs.*'}})
 """
@@ -30,12 +29,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from retain import _fields
+from retain._fields import Where
+from retain.clock import format_rfc3339
 from retain.docd.mounts import LOGD, Mount, MountTable
 from retain.errors import InvalidInput, InvalidRequest, InvalidRetain, StorageError, Unsupported
 from retain.logd.client import Address
 from retain.logd.paths import ROOT, Field, Path, Wild, check_key, parse
 from retain.logd.protocol import answer_error, parse_request
-from retain.logd.retain_rules import format_now, parse_retain
+from retain.logd.retain_rules import parse_retain
 
 __all__ = ["ROUTED", "Fanout", "Forward", "Owner", "OwnerRequest", "Plan", "RuleRoute", "SessionChange",
            "answer_forward", "answer_retain", "delta_from", "route"]
@@ -146,9 +148,7 @@ def route(request: Any, table: MountTable, *, now: datetime) -> Plan:
 
 
 def _session(body: dict[str, Any], table: MountTable, now: datetime) -> SessionChange:
-    unknown = sorted(set(body) - {"author", "scope"})
-    if unknown:
-        raise InvalidRequest(f"unknown field {unknown[0]!r} in session; expected author, scope")
+    _fields.refuse_unknown(body, ("author", "scope"), Where("session", InvalidRequest))
     author = body.get("author")
     if author is not None and (not isinstance(author, str) or not author or len(author) > 256):
         raise InvalidRequest(f"an author is a string of 1-256 characters (got {author!r})")
@@ -222,7 +222,7 @@ def _relative_op(op: dict[str, Any], owner: Owner) -> dict[str, Any]:
 def _retain(body: dict[str, Any], table: MountTable, now: datetime) -> Fanout:
     # Checked whole, as logd checks it, before anything is sent: a bad rule never lets the others half-run.
     checked = parse_retain(body)
-    now_text = body["now"] if checked.now is not None else format_now(now)  # the caller's own words, else docd's
+    now_text = body["now"] if checked.now is not None else format_rfc3339(now)  # the caller's own words, else docd's
     by_owner: dict[str, tuple[Owner, list[dict[str, Any]]]] = {}
     routes = []
     for index, (rule, parsed) in enumerate(zip(body["what"], checked.rules)):

@@ -15,9 +15,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
+from retain.clock import utc_now
 from retain.docd.mounts import MountTable
 from retain.docd.owners import Owners, fan_out
 from retain.docd.router import Fanout, Forward, SessionChange, answer_forward, delta_from, route
@@ -29,10 +30,6 @@ __all__ = ["DocdServer"]
 Clock = Callable[[], datetime]
 
 
-def _system_clock() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 class DocdServer(StreamServer):
     """Route requests across the owners ``table`` names, on ``listen`` (TCP) and/or ``socket_path`` (Unix).
 
@@ -40,7 +37,7 @@ class DocdServer(StreamServer):
     """
 
     def __init__(self, table: MountTable, *, listen: tuple[str, int] | None = None, socket_path: str | None = None,
-                 clock: Clock = _system_clock, limits: Limits = Limits()) -> None:
+                 clock: Clock = utc_now, limits: Limits = Limits()) -> None:
         self.table, self.clock = table, clock
         super().__init__(lambda link: _Conversation(self, link), listen=listen, socket_path=socket_path,
                          limits=limits)

@@ -32,8 +32,8 @@ from typing import Any
 from retain.errors import InvalidRequest, InvalidRetain, LogdError, NotFound, PreconditionFailed
 from retain.logd.ops import Delete
 from retain.logd.paths import Field, Path
-from retain.logd.retain_rules import (RetainRequest, RetainRule, format_now, item_pattern, parse_retain,
-                                      parse_timestamp, select)
+from retain.clock import format_rfc3339, parse_rfc3339
+from retain.logd.retain_rules import RetainRequest, RetainRule, item_pattern, parse_retain, select
 from retain.logd.schema import Schema
 from retain.logd.storage import KEYED, MAP
 from retain.logd.store import Session
@@ -89,13 +89,13 @@ class RetainResult:
 
     def to_document(self) -> dict[str, Any]:
         """The answer's body in seed 004's shape: ``{now, commit, deleted, rules: [...]}``."""
-        return {"now": format_now(self.now), "commit": self.commit, "deleted": self.deleted,
+        return {"now": format_rfc3339(self.now), "commit": self.commit, "deleted": self.deleted,
                 "rules": [rule.to_document() for rule in self.rules]}
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> RetainResult:
         """Read an answer's body back (a client's view: ``read_at`` and ``commits`` are not on the wire)."""
-        now = parse_timestamp(document["now"])
+        now = parse_rfc3339(document["now"])
         if now is None:
             raise InvalidRequest(f"a retain result carries an RFC 3339 now (got {document['now']!r})")
         rules = tuple(RuleResult(rule["path"], rule["deleted"], rule.get("unreadable", 0), rule.get("skipped", 0))
@@ -104,7 +104,7 @@ class RetainResult:
 
     def summary(self) -> str:
         """One line for a log: ``retain at <now>: deleted 312 (jobs.*: 300, 2 unreadable; events(*): 12), commit 9``."""
-        return (f"retain at {format_now(self.now)}: deleted {self.deleted} "
+        return (f"retain at {format_rfc3339(self.now)}: deleted {self.deleted} "
                 f"({'; '.join(rule.summary() for rule in self.rules)}), commit {self.commit}")
 
 

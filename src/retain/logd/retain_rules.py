@@ -27,33 +27,26 @@ The rules of a rule:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
-from retain import durations
+from retain import _fields, durations
+from retain._fields import Where
+from retain.clock import format_rfc3339, parse_rfc3339
 from retain.errors import InvalidInput, InvalidRetain
 from retain.logd.match import check_pattern, matches
 from retain.logd.paths import Field, Key, Path, Wild, parse
 from retain.logd.tags import Or
 
-__all__ = ["DEFAULT_BATCH", "RetainRequest", "RetainRule", "Selection", "format_now", "item_pattern",
-           "parse_retain", "parse_timestamp", "select"]
+__all__ = ["DEFAULT_BATCH", "RetainRequest", "RetainRule", "Selection", "item_pattern", "parse_retain", "select"]
 
 DEFAULT_BATCH = 256
 MAX_AUTHOR = 256
 REQUEST_FIELDS = ("now", "batch", "author", "what")
 RULE_FIELDS = ("path", "match", "age", "after")
 _RULE_SHAPE = "{path: jobs.*, match?: {status: done}, age: .updatedAt, after: 1d}"
-
-# RFC 3339 date-time, strictly: a 'T' between date and time, seconds, an optional fraction, and a zone
-# (Z or +HH:MM). ASCII digits only. Anything else - an epoch number, a date alone, a zone-less
-# time - is not a timestamp the pass will age by.
-_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
-                      r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})", re.ASCII)
-
 
 @dataclass(frozen=True, slots=True)
 class RetainRule:
@@ -103,7 +96,7 @@ class RetainRequest:
         """The request body in its wire form (``{retain: <this>}`` is the request)."""
         document: dict[str, Any] = {}
         if self.now is not None:
-            document["now"] = format_now(self.now)
+            document["now"] = format_rfc3339(self.now)
         document["batch"] = self.batch
         if self.author is not None:
             document["author"] = self.author
@@ -135,7 +128,7 @@ def parse_retain(body: Any) -> RetainRequest:
         return body
     if not isinstance(body, Mapping):
         raise InvalidRetain(f"a retain request is a map {{now?, batch?, author?, what: [rules]}} (got {body!r})")
-    _known("retain", body, REQUEST_FIELDS)
+    _fields.refuse_unknown(body, REQUEST_FIELDS, Where("retain", InvalidRetain))
     now = None
     if body.get("now") is not None:
         now = _now(body["now"])
@@ -153,18 +146,12 @@ def parse_retain(body: Any) -> RetainRequest:
     return RetainRequest(rules, now, batch, author)
 
 
-def _known(where: str, body: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
-    unknown = sorted(str(name) for name in set(body) - set(allowed))
-    if unknown:
-        raise InvalidRetain(f"{where}: unknown field {unknown[0]!r}; expected {', '.join(allowed)}")
-
-
 def _now(value: Any) -> datetime:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise InvalidRetain(f"retain: now needs a timezone (got {value!r})")
         return value
-    instant = parse_timestamp(value)
+    instant = parse_rfc3339(value)
     if instant is None:
         raise InvalidRetain(f"retain: now must be an RFC 3339 time such as 2026-09-12T08:00:00Z (got {value!r})")
     return instant
@@ -173,7 +160,7 @@ def _now(value: Any) -> datetime:
 def _rule(rule: Any, where: str) -> RetainRule:
     if not isinstance(rule, Mapping):
         raise InvalidRetain(f"{where}: a rule is a map {_RULE_SHAPE} (got {rule!r})")
-    _known(where, rule, RULE_FIELDS)
+    _fields.refuse_unknown(rule, RULE_FIELDS, Where(where, InvalidRetain))
     for name in ("path", "age", "after"):
         if name not in rule:
             raise InvalidRetain(f"{where}: {name} is required; a rule is {_RULE_SHAPE}")
@@ -248,28 +235,6 @@ def _match(pattern: Any, age: tuple[str, ...], where: str) -> Mapping[str, Any] 
 # -- timestamps -----------------------------------------------------------------------------------
 
 
-def parse_timestamp(text: Any) -> datetime | None:
-    """An RFC 3339 date-time (``2026-09-12T08:00:00Z``, ``...00.5+02:00``) as an aware datetime, else None.
-
-    Strict: a number (an epoch), a date alone, a time without a zone, a leap second ``:60`` or
-    an impossible date are None. Fractions beyond microseconds are truncated.
-    """
-    if type(text) is not str or _RFC3339.fullmatch(text) is None:
-        return None
-    if text[-1] in "Zz":
-        text = text[:-1] + "+00:00"
-    try:
-        return datetime.fromisoformat(text)  # the separator may be 't'; the regex already fixed the shape
-    except ValueError:
-        return None
-
-
-def format_now(now: datetime) -> str:
-    """An instant as the answer carries it: RFC 3339 in UTC with a ``Z``."""
-    text = now.astimezone(timezone.utc).isoformat()
-    return text.replace("+00:00", "Z")
-
-
 # -- deciding -------------------------------------------------------------------------------------
 
 _MISSING = object()
@@ -300,7 +265,7 @@ def select(items: Iterable[tuple[str, Any]], rule: RetainRule, now: datetime) ->
     unreadable = 0
     for name, value in items:
         text = timestamp_at(value, rule.age)
-        stamped = parse_timestamp(text)
+        stamped = parse_rfc3339(text)
         if stamped is None:
             unreadable += 1
         elif cutoff is not None and stamped <= cutoff and (rule.match is None or matches(rule.match, value)):

@@ -32,28 +32,24 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from retain import _toml, durations
+from retain import _fields, _toml
+from retain._fields import Where
+from retain.clock import utc_now
 from retain.errors import InvalidInput, InvalidPolicy, RetainError
 from retain.logd.client import Address, Client, parse_address
 from retain.logd.retain import RetainResult
 from retain.logd.retain_rules import RetainRequest, parse_retain
 from retain.logd.tags import from_plain
 
-__all__ = ["RetainSchedule", "describe_answer", "load_schedule", "parse_schedule", "run_schedule", "send_retain",
-           "utc_now"]
+__all__ = ["RetainSchedule", "describe_answer", "load_schedule", "parse_schedule", "run_schedule", "send_retain"]
 
 TOP_FIELDS = ("connect", "every", "author", "scope", "batch", "rule")
 
 Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    """The caller's clock, the default of a schedule: the current time in UTC."""
-    return datetime.now(timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -91,22 +87,17 @@ def parse_schedule(text: str, source: str = "<string>") -> RetainSchedule:
         datetime.timedelta(seconds=3600)
     """
     document = _toml.decode(text, source, InvalidPolicy)
-    unknown = sorted(set(document) - set(TOP_FIELDS))
-    if unknown:
-        raise InvalidPolicy(f"{source}: unknown field {unknown[0]!r}; expected {', '.join(TOP_FIELDS)}")
+    where = Where(source, InvalidPolicy)
+    _fields.refuse_unknown(document, TOP_FIELDS, where)
     if "every" not in document:
-        raise InvalidPolicy(f"{source}: every is required: the beat, a duration such as \"1h\"")
-    try:
-        every = durations.parse(document["every"])
-    except InvalidInput as exc:
-        raise InvalidPolicy(f"{source}: every: {exc}") from None
+        raise InvalidPolicy(f"{where.field('every')}: missing: the beat, a duration such as \"1h\"")
+    every = _fields.duration(document["every"], "every", where)
     rules = document.get("rule")
     if not isinstance(rules, list) or not rules:
         raise InvalidPolicy(f"{source}: at least one [[rule]] table is required "
                             "(path, match?, age, after)")
     for name in ("connect", "scope"):
-        if name in document and not isinstance(document[name], str):
-            raise InvalidPolicy(f"{source}: {name} must be a string (got {document[name]!r})")
+        _fields.string(document, name, where)
     body = {name: document[name] for name in ("author", "batch") if name in document}
     try:
         if "connect" in document:

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from retain import _fields
+from retain._fields import Where
 from retain.errors import InvalidRequest, SchemaViolation
 from retain.logd.paths import Field, Index, Key, Path, Wild, check_key, parse_pattern
 from retain.logd.tags import AutoId, LogdKey, Raw
@@ -184,9 +186,7 @@ def _parse_rule(pattern_text: Any, rule: Any) -> Rule:
     if not isinstance(rule, Mapping):
         raise InvalidRequest(f"{where}: a rule is !logd-key F, !logd-auto-id F, !raw or a map of "
                              f"{', '.join(_RULE_FIELDS)} (got {rule!r})")
-    unknown = sorted(set(rule) - set(_RULE_FIELDS))
-    if unknown:
-        raise InvalidRequest(f"{where}: unknown field {unknown[0]!r}; a rule has {', '.join(_RULE_FIELDS)}")
+    _fields.refuse_unknown(rule, _RULE_FIELDS, Where(where, InvalidRequest))
     array = rule.get("array")
     if array is not None:
         if not isinstance(array, (LogdKey, AutoId)):
@@ -205,8 +205,8 @@ def _parse_rule(pattern_text: Any, rule: Any) -> Rule:
     for name in required:
         check_key(name, f"required child of {where}")
     min_items = rule.get("minItems")
-    if min_items is not None and (type(min_items) is not int or min_items < 0):
-        raise InvalidRequest(f"{where}: minItems must be an integer >= 0 (got {min_items!r})")
+    if min_items is not None:
+        _fields.whole_number(min_items, "minItems", Where(where, InvalidRequest))
     if raw and (array is not None or required or min_items is not None):
         raise InvalidRequest(f"{where}: a !raw subtree has no schema inside (drop array/required/minItems)")
     return Rule(pattern, array, raw, tuple(required), min_items)

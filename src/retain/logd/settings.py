@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from retain import durations
+from retain import _fields, durations
+from retain._fields import Where
 from retain.errors import InvalidSettings
 from retain.logd.sqlite import SYNCHRONOUS
 
@@ -61,8 +62,7 @@ class Settings:
     horizon: timedelta | None = None
 
     def __post_init__(self) -> None:
-        if type(self.read_budget) is not int or self.read_budget < 1:
-            raise InvalidSettings(f"storage.readBudget must be an integer >= 1 (got {self.read_budget!r})")
+        _fields.whole_number(self.read_budget, "storage.readBudget", Where("", InvalidSettings), minimum=1)
         if self.synchronous not in SYNCHRONOUS:
             raise InvalidSettings(f"storage.synchronous must be one of {', '.join(SYNCHRONOUS)} "
                                   f"(got {self.synchronous!r})")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from retain.clock import format_rfc3339, utc_now
 from retain.errors import Compacted, InvalidRequest, NotFound
 from retain.logd import history
 from retain.logd.draft import Draft
@@ -35,21 +36,10 @@ from retain.logd.storage import BASELINE, Backend, CommitRecord
 from retain.logd.tags import from_plain, to_plain
 from retain.logd.view import View, list_items, read_value
 
-__all__ = ["Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written", "delta_for",
-           "format_time"]
+__all__ = ["Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written", "delta_for"]
 
 Clock = Callable[[], datetime]
 log = logging.getLogger(__name__)
-
-
-def _system_clock() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def format_time(epoch: float) -> str:
-    """RFC 3339 in UTC with a ``Z``, as logd writes commit times."""
-    text = datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="microseconds")
-    return text.replace("+00:00", "Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +93,7 @@ class Compaction:
 class Store:
     """A versioned document tree on a :class:`~retain.logd.storage.Backend`."""
 
-    def __init__(self, backend: Backend, *, settings: Settings | None = None, clock: Clock = _system_clock) -> None:
+    def __init__(self, backend: Backend, *, settings: Settings | None = None, clock: Clock = utc_now) -> None:
         self.backend = backend
         self.settings = settings or Settings()
         self.clock = clock
@@ -114,7 +104,7 @@ class Store:
         self._listeners: list[Callable[[CommitRecord], None]] = []
 
     @classmethod
-    def open(cls, path: str, *, settings: Settings | None = None, clock: Clock = _system_clock) -> Store:
+    def open(cls, path: str, *, settings: Settings | None = None, clock: Clock = utc_now) -> Store:
         """A store on the SQLite file ``path`` (made if missing)."""
         settings = settings or Settings()
         return cls(SqliteBackend(path, synchronous=settings.synchronous), settings=settings, clock=clock)
@@ -298,7 +288,7 @@ def delta_for(record: CommitRecord, prefix: Path) -> Delta | None:
     touching = tuple(op for op in record.ops if _touches(op, prefix))
     if not touching:
         return None
-    return Delta(record.number, record.author, format_time(record.time), touching)
+    return Delta(record.number, record.author, format_rfc3339(datetime.fromtimestamp(record.time, timezone.utc), timespec="microseconds"), touching)
 
 
 def _touches(op: dict[str, Any], prefix: Path) -> bool:

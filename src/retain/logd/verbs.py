@@ -14,9 +14,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
+from retain import _fields as fields
+from retain._fields import Where
+from retain.clock import parse_rfc3339
 from retain.errors import InvalidDocument, InvalidRequest, LogdError, StorageError, Unsupported
 from retain.logd.paths import ROOT, Path, parse
 from retain.logd.protocol import Format, Limits, TooLarge, answer_error, answer_result, load, parse_request
@@ -78,11 +80,7 @@ def delta_document(delta: Delta) -> dict[str, Any]:
 
 
 def _fields(verb: str, body: dict[str, Any], allowed: Iterable[str]) -> None:
-    allowed = tuple(allowed)
-    unknown = sorted(set(body) - set(allowed))
-    if unknown:
-        expected = ", ".join(allowed) if allowed else "no fields"
-        raise InvalidRequest(f"unknown field {unknown[0]!r} in {verb}; expected {expected}")
+    fields.refuse_unknown(body, allowed, Where(verb, InvalidRequest))
 
 
 def _path(body: dict[str, Any], *, required: bool) -> Path | None:
@@ -158,13 +156,10 @@ def _compact(context: Context, body: dict[str, Any]) -> dict[str, Any]:
     _fields("compact", body, ("now",))
     now = None
     if "now" in body:
-        try:
-            now = datetime.fromisoformat(str(body["now"]).replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidRequest(f"now must be an RFC 3339 time such as 2026-09-12T08:00:00Z "
-                                 f"(got {body['now']!r})") from None
-        if now.tzinfo is None:
-            raise InvalidRequest(f"now needs a timezone, Z or an offset (got {body['now']!r})")
+        now = parse_rfc3339(body["now"])
+        if now is None:
+            raise InvalidRequest(f"now must be an RFC 3339 time with a zone, such as 2026-09-12T08:00:00Z "
+                                 f"(got {body['now']!r})")
     done = context.store.compact(now)
     return {"boundary": done.boundary, "snapshots": list(done.snapshots), "removed": done.removed}
 

@@ -12,14 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from retain.errors import ServerStartError
+
 __all__ = ["ChildProcess", "ManagedServer", "ServerStartError", "StartedOnEnter", "free_port", "wait_until"]
 
 # Ports below are never picked: 6379, 5432 and friends may be taken by the machine's own services.
 _LOW, _HIGH = 20000, 30000
-
-
-class ServerStartError(RuntimeError):
-    """An embedded server did not come up; the message carries the tail of its log."""
 
 
 def _bindable(port: int) -> bool:

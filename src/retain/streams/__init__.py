@@ -1,6 +1,6 @@
 """The live tier: bound a Redis/Valkey stream to a declared window, once or on a beat of its own."""
 
-from retain.streams.driver import AsyncRetentionDriver, RetentionDriver, SweepReport, beat_delay, utc_now
+from retain.streams.driver import AsyncRetentionDriver, RetentionDriver, SweepReport, beat_delay
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, Stream, StreamRef, stream_key
 from retain.streams.metrics import DriverMetrics
 from retain.streams.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, decide
@@ -32,6 +32,5 @@ __all__ = [
     "preview",
     "stream_key",
     "trim",
-    "utc_now",
     "xtrim_command",
 ]

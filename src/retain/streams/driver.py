@@ -60,18 +60,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
 
-from retain._redis import map_error
+from retain import _fields
+from retain._fields import Where
+from retain._redis import REDIS_ERRORS, as_retain_error
+from retain.clock import utc_now
 from retain.errors import ArchiveUnavailable, InvalidPolicy, RetainError, ServerUnavailable
 from retain.streams.policy import UNLIMITED, Policy, PolicyEntry, TrimCall, checked_archive, decide
 
@@ -79,7 +81,7 @@ if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, obstore) is loaded by a driver that archives.
     from retain.archive import FoldProgress, StreamId
 
-__all__ = ["AsyncRetentionDriver", "RetentionDriver", "SweepReport", "beat_delay", "utc_now"]
+__all__ = ["AsyncRetentionDriver", "RetentionDriver", "SweepReport", "beat_delay"]
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +90,6 @@ DEFAULT_MAX_BACKOFF = 30.0
 #: at most this many failing streams are logged one by one per beat; the rest are counted
 LOGGED_FAILURES = 10
 
-_PIPELINE_ERRORS = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
-
-
-def utc_now() -> datetime:
-    """The real clock, the default ``clock=`` of a driver: the current time in UTC."""
-    return datetime.now(timezone.utc)
 
 
 def _empty() -> Mapping[Any, Any]:
@@ -207,11 +203,10 @@ class _Driver:
         self.conn = conn
         self.policy = Policy.of(policy)
         self.archive = checked_archive(self.policy, archive)
-        if isinstance(fold_min_entries, bool) or not isinstance(fold_min_entries, int) or fold_min_entries < 1:
-            raise InvalidPolicy(f"fold_min_entries must be an int >= 1 (got {fold_min_entries!r})")
-        self.fold_min_entries = fold_min_entries
-        self.tick = _positive("tick", tick)
-        self.max_backoff = _positive("max_backoff", max_backoff)
+        options = Where("", InvalidPolicy)
+        self.fold_min_entries = _fields.whole_number(fold_min_entries, "fold_min_entries", options, minimum=1)
+        self.tick = _fields.seconds(tick, "tick", options)
+        self.max_backoff = _fields.seconds(max_backoff, "max_backoff", options)
         if not callable(clock):
             raise InvalidPolicy(f"clock must be a callable returning an aware datetime (got {clock!r})")
         self.clock = clock
@@ -283,7 +278,7 @@ class _Driver:
             if self.measure_lengths:
                 try:
                     beat.lengths[key] = int(conn.xlen(key))
-                except _PIPELINE_ERRORS:
+                except REDIS_ERRORS:
                     pass  # as in the pipeline: a length that could not be read is left out
         return beat
 
@@ -303,7 +298,7 @@ class _Driver:
         for index, call in enumerate(calls):
             answer = answers[index * step]
             if isinstance(answer, BaseException):
-                failures[call.key] = _as_retain_error(answer, call.key)
+                failures[call.key] = as_retain_error(answer, call.key)
                 continue
             removed_by[call.key] = int(answer)
             if self.measure_lengths and not isinstance(answers[index * step + 1], BaseException):
@@ -331,20 +326,6 @@ class _Driver:
                 log.exception("on_report raised; the beat goes on")
         self.delay = beat_delay(self.tick, self._troubled, self.max_backoff)
         return self.delay
-
-
-def _positive(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise InvalidPolicy(f"{name} must be a positive number of seconds (got {value!r})")
-    return float(value)
-
-
-def _as_retain_error(error: BaseException, key: str) -> RetainError:
-    if isinstance(error, RetainError):
-        return error
-    mapped = map_error(error, key)  # type: ignore[arg-type]
-    mapped.__cause__ = error
-    return mapped
 
 
 def _log_failures(report: SweepReport) -> None:
@@ -410,7 +391,7 @@ class RetentionDriver(_Driver):
             if isinstance(self.conn, redis.Redis):
                 return _send_direct(self.conn, len(calls) * self._step, self._packer(calls))
             return _send_pipeline(self.conn, self._commands(calls))
-        except _PIPELINE_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             return exc
 
     def _packer(self, calls: Sequence[TrimCall]) -> Callable[[Any], bytes]:
@@ -570,7 +551,7 @@ class AsyncRetentionDriver(_Driver):
             for command in self._commands(calls):
                 pipe.execute_command(*command)
             return await pipe.execute(raise_on_error=False)
-        except _PIPELINE_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             return exc
         finally:
             await pipe.reset()

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
 
-from retain._redis import map_error
+from retain._redis import translate_errors
 from retain.errors import RetainError
 from retain.streams.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, checked_archive, decide
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId
@@ -177,12 +177,9 @@ def _read(key: str, figures: Callable[[], StreamPreview],
           failed: Callable[[RetainError], StreamPreview]) -> StreamPreview:
     """``figures()``, or ``failed(error)`` when its reads fail: one stream's error never stops the preview."""
     try:
-        return figures()
+        with translate_errors(key):
+            return figures()
     except RetainError as error:
-        return failed(error)
-    except redis.exceptions.RedisError as exc:
-        error = map_error(exc, key)
-        error.__cause__ = exc
         return failed(error)
 
 

@@ -31,7 +31,6 @@ that were meant to fold first and would not. ``docs/policy.md`` describes every 
 
 from __future__ import annotations
 
-import math
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,7 +39,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from retain import _toml, durations
+from retain import _fields, _toml
+from retain._fields import Where
+from retain.clock import parse_rfc3339
 from retain.errors import InvalidArchive, InvalidInput, InvalidPolicy
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
 from retain.streams.policy import Policy, StreamPolicy
@@ -131,9 +132,9 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
         MaxLen(count=100, approx=True)
     """
     document = _toml.decode(text, source, InvalidPolicy)
-    where = _Where(source)
-    _refuse_unknown(document, TOP_FIELDS, where)
-    prefix = _string(document, "prefix", where, default=DEFAULT_PREFIX)
+    where = Where(source, InvalidPolicy)
+    _fields.refuse_unknown(document, TOP_FIELDS, where)
+    prefix = _fields.string(document, "prefix", where, default=DEFAULT_PREFIX)
     _checked(lambda: _PROBES["prefix"](prefix), where, "prefix")
     tables = document.get("stream")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
@@ -143,12 +144,12 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
     entries: list[StreamPolicy] = []
     seen: dict[str, int] = {}
     for number, table in enumerate(tables, start=1):
-        entry = _stream_entry(table, prefix, where.entry(number, table))
+        here = where.entry("stream", number, _label(table))
+        entry = _stream_entry(table, prefix, here)
         if entry.key in seen:
-            raise InvalidPolicy(f"{where.entry(number, table)}: repeats the stream of [[stream]] #{seen[entry.key]}: "
-                                "one window per stream")
+            raise InvalidPolicy(f"{here}: repeats the stream of [[stream]] #{seen[entry.key]}: one window per stream")
         if entry.archive and archive is None:
-            raise InvalidPolicy(f"{where.entry(number, table).field('archive')}: true needs an archive to fold into: "
+            raise InvalidPolicy(f"{here.field('archive')}: true needs an archive to fold into: "
                                 'add archive = "file:///var/lib/retain" (or an [archive] table) at the top of the file')
         seen[entry.key] = number
         entries.append(entry)
@@ -157,74 +158,29 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
                             "folded: set archive = true on each stream that must fold before its trim, "
                             "or remove the archive")
     return PolicyFile(source=source, policy=Policy(entries), tick=_tick(document, where),
-                      url=_url(document, where), cluster=_bool(document, "cluster", where, default=False),
+                      url=_url(document, where), cluster=_fields.boolean(document, "cluster", where, default=False),
                       archive=archive)
 
 
-class _Where:
-    """Where in the file a check is: renders the start of every message."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def entry(self, number: int, table: dict[str, Any]) -> _Where:
-        if "key" in table:
-            label = f"key {table['key']!r}"
-        else:
-            label = ", ".join(f"{name} {table[name]!r}" for name in ("queue", "name") if name in table) or "unnamed"
-        return _Where(f"{self.text}: [[stream]] #{number} ({label})")
-
-    def table(self, name: str) -> _Where:
-        return _Where(f"{self.text}: [{name}]")
-
-    def field(self, name: str) -> str:
-        return f"{self.text}: field {name!r}"
-
-    def __str__(self) -> str:
-        return self.text
+def _label(table: dict[str, Any]) -> str:
+    """How messages name a [[stream]] table: by its key, else its queue and name."""
+    if "key" in table:
+        return f"key {table['key']!r}"
+    return ", ".join(f"{name} {table[name]!r}" for name in ("queue", "name") if name in table) or "unnamed"
 
 
-def _refuse_unknown(table: dict[str, Any], known: tuple[str, ...], where: _Where) -> None:
-    unknown = [name for name in table if name not in known]
-    if unknown:
-        raise InvalidPolicy(f"{where}: unknown field {unknown[0]!r}: expected one of {', '.join(known)}")
+def _tick(document: dict[str, Any], where: Where) -> float:
+    return _fields.seconds(document.get("tick", DEFAULT_TICK), "tick", where)
 
 
-def _string(table: dict[str, Any], name: str, where: _Where, *, default: str | None = None) -> Any:
-    value = table.get(name, default)
-    if value is not None and not isinstance(value, str):
-        raise InvalidPolicy(f"{where.field(name)}: must be a string (got {value!r})")
-    return value
-
-
-def _bool(table: dict[str, Any], name: str, where: _Where, *, default: bool) -> bool:
-    value = table.get(name, default)
-    if not isinstance(value, bool):
-        raise InvalidPolicy(f"{where.field(name)}: must be true or false (got {value!r})")
-    return value
-
-
-def _tick(document: dict[str, Any], where: _Where) -> float:
-    value = document.get("tick", DEFAULT_TICK)
-    if isinstance(value, str):
-        try:
-            return durations.parse(value).total_seconds()
-        except InvalidInput as exc:
-            raise InvalidPolicy(f"{where.field('tick')}: {exc}") from exc
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise InvalidPolicy(f"{where.field('tick')}: must be a positive number of seconds such as 1.0, "
-                            f"or a duration such as '5s' (got {value!r})")
-    return float(value)
-
-
-def _url(document: dict[str, Any], where: _Where) -> str | None:
-    url = _string(document, "url", where)
+def _url(document: dict[str, Any], where: Where) -> str | None:
+    url = _fields.string(document, "url", where)
     if url is not None and urllib.parse.urlsplit(url).scheme not in URL_SCHEMES:
         raise InvalidPolicy(f"{where.field('url')}: must start with redis://, rediss:// or unix:// (got {url!r})")
     return url
 
 
-def _archive(document: dict[str, Any], where: _Where) -> ArchiveSettings | None:
+def _archive(document: dict[str, Any], where: Where) -> ArchiveSettings | None:
     """The top-level ``archive``: a URL string, or an ``[archive]`` table."""
     value = document.get("archive")
     if value is None:
@@ -233,7 +189,7 @@ def _archive(document: dict[str, Any], where: _Where) -> ArchiveSettings | None:
         table, inner, url_field = {"url": value}, where, "archive"
     elif isinstance(value, dict):
         table, inner, url_field = value, where.table("archive"), "url"
-        _refuse_unknown(table, ARCHIVE_FIELDS, inner)
+        _fields.refuse_unknown(table, ARCHIVE_FIELDS, inner)
     else:
         raise InvalidPolicy(f"{where.field('archive')}: must be an archive URL such as 'file:///var/lib/retain', "
                             f"or an [archive] table (got {value!r})")
@@ -254,22 +210,22 @@ def _archive(document: dict[str, Any], where: _Where) -> ArchiveSettings | None:
         if name in table:
             if not scheme.startswith("s3"):
                 raise InvalidPolicy(f"{inner.field(name)}: applies to s3:// archives only (the url is {url!r})")
-            options[name] = (_bool(table, name, inner, default=False) if name == "allow_http"
-                             else _string(table, name, inner))
-    min_entries = table.get("min_entries", 1)
-    if isinstance(min_entries, bool) or not isinstance(min_entries, int) or min_entries < 1:
-        raise InvalidPolicy(f"{inner.field('min_entries')}: must be a whole number >= 1 (got {min_entries!r})")
+            value = (_fields.boolean(table, name, inner, default=False) if name == "allow_http"
+                     else _fields.string(table, name, inner))
+            assert value is not None
+            options[name] = value
+    min_entries = _fields.whole_number(table.get("min_entries", 1), "min_entries", inner, minimum=1)
     return ArchiveSettings(url, MappingProxyType(options), min_entries)
 
 
-def _stream_entry(table: dict[str, Any], prefix: str, where: _Where) -> StreamPolicy:
-    _refuse_unknown(table, STREAM_FIELDS, where)
+def _stream_entry(table: dict[str, Any], prefix: str, where: Where) -> StreamPolicy:
+    _fields.refuse_unknown(table, STREAM_FIELDS, where)
     stream = _stream(table, prefix, where)
     window = _window(table, where)
-    return StreamPolicy(stream, window, _bool(table, "archive", where, default=False))
+    return StreamPolicy(stream, window, _fields.boolean(table, "archive", where, default=False))
 
 
-def _stream(table: dict[str, Any], prefix: str, where: _Where) -> StreamRef | RawKey:
+def _stream(table: dict[str, Any], prefix: str, where: Where) -> StreamRef | RawKey:
     if "key" in table:
         extra = [name for name in ("queue", "name", "prefix") if name in table]
         if extra:
@@ -279,7 +235,7 @@ def _stream(table: dict[str, Any], prefix: str, where: _Where) -> StreamRef | Ra
         if name not in table:
             raise InvalidPolicy(f"{where.field(name)}: missing: give queue and name, or key")
     values = {"queue": table["queue"], "name": table["name"],
-              "prefix": _string(table, "prefix", where, default=prefix)}
+              "prefix": _fields.string(table, "prefix", where, default=prefix)}
     # StreamRef checks all three parts at once; probe each alone to name the field that is wrong.
     for part, probe in _PROBES.items():
         _checked(lambda: probe(values[part]), where, part)
@@ -293,14 +249,14 @@ _PROBES = {
 }
 
 
-def _window(table: dict[str, Any], where: _Where) -> Window:
+def _window(table: dict[str, Any], where: Where) -> Window:
     given = [name for name in WINDOW_FIELDS if name in table]
     if len(given) != 1:
         found = f"got {', '.join(given)}" if given else "got none"
         raise InvalidPolicy(f"{where}: give exactly one of maxlen, max_age, min_id ({found})")
     name = given[0]
     value = table[name]
-    approx = _bool(table, "approx", where, default=True)
+    approx = _fields.boolean(table, "approx", where, default=True)
     if name == "maxlen":
         return _checked(lambda: MaxLen(value, approx), where, name)
     if name == "max_age":
@@ -310,13 +266,15 @@ def _window(table: dict[str, Any], where: _Where) -> Window:
     return _checked(lambda: MinId(_instant(value, where), approx), where, name)
 
 
-def _instant(value: object, where: _Where) -> datetime:
+def _instant(value: object, where: Where) -> datetime:
     if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            raise InvalidPolicy(f"{where.field('min_id')}: {value!r} is not a time "
-                                "such as 2026-09-12T08:00:00Z") from None
+        parsed = parse_rfc3339(value)
+        if parsed is None:
+            zoneless = parse_rfc3339(value + "Z") is not None
+            raise InvalidPolicy(f"{where.field('min_id')}: {value!r} has no offset: add Z or one such as +02:00"
+                                if zoneless else f"{where.field('min_id')}: {value!r} is not a time "
+                                "such as 2026-09-12T08:00:00Z")
+        value = parsed
     if not isinstance(value, datetime):
         kind = "a date without a time" if isinstance(value, date) else repr(value)
         raise InvalidPolicy(f"{where.field('min_id')}: must be a time with an offset such as "
@@ -326,7 +284,7 @@ def _instant(value: object, where: _Where) -> datetime:
     return value
 
 
-def _checked(build: Any, where: _Where, name: str) -> Any:
+def _checked(build: Any, where: Where, name: str) -> Any:
     try:
         return build()
     except InvalidPolicy:

@@ -8,12 +8,13 @@ or window never reaches the server.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
-import redis.exceptions
-
-from retain._redis import map_error
+from retain import _fields
+from retain._fields import Where
+from retain._redis import translate_errors
+from retain.clock import utc_now
 from retain.errors import InvalidStreamName, InvalidWindow
 from retain.streams.keys import RawKey, Stream, StreamRef
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId, Window, require_aware
@@ -56,9 +57,9 @@ def xtrim_command(stream: Stream, window: Window, now: datetime | None = None, *
 
 
 def check_limit(limit: object) -> None:
-    """Refuse a ``limit`` that is neither None nor an int >= 0 (:class:`InvalidWindow`)."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise InvalidWindow(f"limit must be None or an int >= 0 (got {limit!r})")
+    """Refuse a ``limit`` that is neither None nor a whole number >= 0 (:class:`InvalidWindow`)."""
+    if limit is not None:
+        _fields.whole_number(limit, "limit", Where("", InvalidWindow))
 
 
 def trim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = None, limit: int | None = None) -> int:
@@ -79,24 +80,20 @@ def trim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = No
         0
     """
     command = xtrim_command(stream, window, _clock(window, now), limit=limit)
-    try:
+    with translate_errors(stream.key):
         return int(conn.execute_command(*command))
-    except redis.exceptions.RedisError as exc:
-        raise map_error(exc, stream.key) from exc
 
 
 async def atrim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = None,
                 limit: int | None = None) -> int:
     """The asyncio twin of :func:`trim`, for a ``redis.asyncio`` connection."""
     command = xtrim_command(stream, window, _clock(window, now), limit=limit)
-    try:
+    with translate_errors(stream.key):
         return int(await conn.execute_command(*command))
-    except redis.exceptions.RedisError as exc:
-        raise map_error(exc, stream.key) from exc
 
 
 def _clock(window: Window, now: datetime | None) -> datetime | None:
     # This is the entry point that owns the clock for a caller who passed none.
     if now is None and isinstance(window, MaxAge):
-        return datetime.now(timezone.utc)
+        return utc_now()
     return now

@@ -1,8 +1,10 @@
-"""Stream ids as numbers: parse, order, step, and the bounds of a read.
+"""Stream ids as numbers: parse, order, step, the bounds of a read, and instants as epoch milliseconds.
 
-A Redis stream id is ``"<ms>-<seq>"``, two unsigned 64-bit integers. As text
-they do not sort (``"9-0" > "10-0"``), so the archive compares them as
-:class:`StreamId` pairs and stores them as two int64 columns.
+A Redis stream id is ``"<ms>-<seq>"``, two unsigned 64-bit integers, the
+first the Unix time in milliseconds it was minted at. As text they do not
+sort (``"9-0" > "10-0"``), so retain compares them as :class:`StreamId`
+pairs; the archive stores them as two int64 columns. This is the one place
+that parses an id and turns an instant into its millisecond (:func:`epoch_ms`).
 
 Example:
     >>> StreamId.parse("1789171200000-7").successor()
@@ -17,9 +19,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from retain.errors import InvalidStreamId
+from retain.errors import InvalidInput, InvalidStreamId
 
-__all__ = ["MAX_PART", "StreamId", "lower_bound", "upper_bound"]
+__all__ = ["MAX_PART", "StreamId", "epoch_ms", "lower_bound", "upper_bound"]
 
 MAX_PART = 2**64 - 1
 _FULL = re.compile(r"(0|[1-9][0-9]{0,19})-(0|[1-9][0-9]{0,19})")
@@ -78,7 +80,7 @@ def lower_bound(value: str | datetime | StreamId | None) -> StreamId:
     if value is None or value == "-":
         return StreamId(0, 0)
     if isinstance(value, datetime):
-        return StreamId(_millisecond(value, "a read start"), 0)
+        return StreamId(epoch_ms(value, "a read start"), 0)
     return _parse_bound(value, seq_if_missing=0)
 
 
@@ -91,16 +93,25 @@ def upper_bound(value: str | datetime | StreamId | None) -> StreamId:
     if value is None or value == "+":
         return StreamId(MAX_PART, MAX_PART)
     if isinstance(value, datetime):
-        return StreamId(_millisecond(value, "a read end"), MAX_PART)
+        return StreamId(epoch_ms(value, "a read end"), MAX_PART)
     return _parse_bound(value, seq_if_missing=MAX_PART)
 
 
-def _millisecond(instant: datetime, what: str) -> int:
-    # The same arithmetic as retain.windows.minid_floor, with this module's error.
+def epoch_ms(instant: datetime, what: str, error: type[InvalidInput] = InvalidStreamId) -> int:
+    """The Unix millisecond ``instant`` falls in: the ``<ms>`` of the ids minted then.
+
+    ``what`` names the value in the refusal; ``error`` is the class the caller's part raises.
+
+    Raises:
+        error: ``instant`` is not a timezone-aware datetime, or precedes 1970-01-01T00:00:00Z.
+    """
+    if not isinstance(instant, datetime):
+        raise error(f"{what} must be a timezone-aware datetime (got {instant!r})")
     if instant.tzinfo is None or instant.utcoffset() is None:
-        raise InvalidStreamId(f"{what} must be timezone-aware, e.g. 2026-09-12T08:00:00+00:00 (got {instant!r})")
+        raise error(f"{what} must be timezone-aware, e.g. datetime.now(timezone.utc) (got {instant!r})")
     if instant < _EPOCH:
-        raise InvalidStreamId(f"{what} must not precede 1970-01-01T00:00:00Z (got {instant.isoformat()})")
+        raise error(f"{what} must not precede 1970-01-01T00:00:00Z (got {instant.isoformat()})")
+    # Integer arithmetic on the timedelta: float seconds would round some milliseconds away.
     return (instant - _EPOCH) // timedelta(milliseconds=1)
 
 

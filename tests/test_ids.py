@@ -1,4 +1,4 @@
-"""retain.archive.ids: stream ids as numbers, and the bounds of a read (pure)."""
+"""retain.ids: stream ids as numbers, and the bounds of a read (pure)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from hypothesis import given
 
-from retain.archive.ids import MAX_PART, StreamId, lower_bound, upper_bound
+from retain.ids import MAX_PART, StreamId, lower_bound, upper_bound
 from retain.errors import InvalidStreamId
 from tests.strategies import stream_ids
 

@@ -1,0 +1,105 @@
+"""Checking fields: of the TOML files retain reads, of wire requests, of constructor options.
+
+One function per kind of field, so that each kind of refusal has one wording
+wherever it is met, and says where, what was wrong and what was expected:
+
+    retain.toml: [[stream]] #2 (queue 'q', name 's'): field 'approx': must be true or false (got 1)
+    retain.toml: [archive]: unknown field 'endpont': expected one of url, endpoint, region, ...
+    tick: must be a positive number of seconds such as 1.0, or a duration such as '5s' (got 0)
+
+A :class:`Where` renders the start of a message and carries the error class
+its part raises (``InvalidPolicy``, ``InvalidMounts``, ``InvalidRetain``, ...);
+the functions take a table (a TOML table or a request body, a mapping) and a
+field name, or, for a value not in a table, the name to show.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import Any, NoReturn
+
+from retain import durations
+from retain.errors import InvalidInput
+
+__all__ = ["Where", "boolean", "duration", "refuse_unknown", "seconds", "string", "whole_number"]
+
+
+class Where:
+    """Where a check is: ``p.toml``, ``p.toml: [[stream]] #2 (key 'k')``, ``p.toml: [archive]``, or a
+    name alone (``tick``); and the error class its refusals are raised as."""
+
+    def __init__(self, text: str, error: type[InvalidInput]) -> None:
+        self.text, self.error = text, error
+
+    def entry(self, kind: str, number: int, label: str = "") -> Where:
+        """The ``number``-th (from 1) ``[[kind]]`` table: ``p.toml: [[stream]] #2 (key 'k')``."""
+        return Where(f"{self.text}: [[{kind}]] #{number}{f' ({label})' if label else ''}", self.error)
+
+    def table(self, name: str) -> Where:
+        """The ``[name]`` table: ``p.toml: [archive]``."""
+        return Where(f"{self.text}: [{name}]", self.error)
+
+    def field(self, name: str) -> str:
+        """The start of a message about one field: ``p.toml: field 'tick'``."""
+        return f"{self.text}: field {name!r}" if self.text else name
+
+    def refuse(self, name: str, expected: str, value: Any) -> NoReturn:
+        """Raise ``error``: field ``name`` must be ``expected`` (got ``value``)."""
+        raise self.error(f"{self.field(name)}: must be {expected} (got {value!r})")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def refuse_unknown(table: Mapping[str, Any], known: Iterable[str], where: Where) -> None:
+    """Refuse a field of ``table`` outside ``known``: a typo is an error, never a setting silently left out."""
+    known = tuple(known)
+    unknown = [str(name) for name in table if name not in known]
+    if unknown:
+        expected = f"expected one of {', '.join(known)}" if known else "it takes no fields"
+        raise where.error(f"{where}: unknown field {unknown[0]!r}: {expected}")
+
+
+def string(table: Mapping[str, Any], name: str, where: Where, default: str | None = None) -> str | None:
+    """The string at ``name`` (``default`` when absent)."""
+    value = table.get(name, default)
+    if value is not None and not isinstance(value, str):
+        where.refuse(name, "a string", value)
+    return value
+
+
+def boolean(table: Mapping[str, Any], name: str, where: Where, default: bool) -> bool:
+    """The boolean at ``name`` (``default`` when absent); 1 and "yes" are not booleans."""
+    value = table.get(name, default)
+    if not isinstance(value, bool):
+        where.refuse(name, "true or false", value)
+    return value
+
+
+def whole_number(value: Any, name: str, where: Where, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """``value`` as a whole number from ``minimum`` (to ``maximum``); a bool or a float is refused."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or \
+            (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        where.refuse(name, f"a whole number {bound}", value)
+    return value
+
+
+def seconds(value: Any, name: str, where: Where, *, example: str = "1.0", duration_example: str = "5s") -> float:
+    """A positive span of time: a number of seconds, or a duration string (:mod:`retain.durations`)."""
+    if isinstance(value, str):
+        return duration(value, name, where).total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        where.refuse(name, f"a positive number of seconds such as {example}, or a duration such as "
+                           f"'{duration_example}'", value)
+    return float(value)
+
+
+def duration(value: Any, name: str, where: Where) -> timedelta:
+    """A positive duration written as :mod:`retain.durations` reads it (``1h``, ``7d``, ``1y6w``)."""
+    try:
+        return durations.parse(value)
+    except InvalidInput as exc:
+        raise where.error(f"{where.field(name)}: {exc}") from exc
