@@ -35,8 +35,9 @@ import time
 
 import redis
 
+from retain.retention import RetentionDriver
 from retain.servers import RedisServer
-from retain.streams import RetentionDriver, StreamRef
+from retain.streams import StreamRef
 from retain.windows import MaxLen
 
 BATCH = 100             # entries per producer round trip

@@ -24,7 +24,8 @@ import time
 
 from retain.servers import RedisServer
 from retain.clock import utc_now
-from retain.streams import Policy, RetentionDriver, StreamRef, decide, trim
+from retain.retention import Policy, RetentionDriver, decide
+from retain.streams import StreamRef, trim
 from retain.windows import MaxLen
 
 ROUNDS = 5

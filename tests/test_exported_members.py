@@ -5,6 +5,7 @@ import retain.archive
 import retain.docd
 import retain.errors
 import retain.logd
+import retain.retention
 import retain.servers
 import retain.streams
 
@@ -19,12 +20,18 @@ def test_retain():
 
 
 def test_streams():
-    """retain.streams exports the key layout, the trim verb, the policy (and its file) and the retention driver."""
+    """retain.streams exports the key layout and the trim verb, nothing else."""
     assert sorted(retain.streams.__all__) == sorted([
-        "DEFAULT_PREFIX", "RawKey", "Stream", "StreamRef", "atrim", "stream_key", "trim", "xtrim_command",
-        "ArchiveSettings", "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile", "RetentionDriver",
-        "StreamPolicy", "StreamPreview", "SweepReport", "TrimCall", "beat_delay", "decide", "load_policy",
-        "parse_policy", "preview",
+        "DEFAULT_PREFIX", "RawKey", "Stream", "StreamRef", "atrim", "key_of", "stream_key", "trim", "xtrim_command",
+    ])
+
+
+def test_retention():
+    """retain.retention exports the policy (and its file), the retention driver, the dry run and the metrics."""
+    assert sorted(retain.retention.__all__) == sorted([
+        "ArchiveSettings", "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile",
+        "RetentionDriver", "StreamPolicy", "StreamPreview", "SweepReport", "TrimCall", "beat_delay", "decide",
+        "load_policy", "parse_policy", "preview",
     ])
 
 
@@ -83,6 +90,6 @@ def test_docd():
 
 def test_every_name_resolves():
     """Every exported name exists."""
-    for module in (retain, retain.streams, retain.servers, retain.logd, retain.errors, retain.archive, retain.docd):
+    for module in (retain, retain.streams, retain.retention, retain.servers, retain.logd, retain.errors, retain.archive, retain.docd):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"

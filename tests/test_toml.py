@@ -6,7 +6,7 @@ from retain import _toml
 from retain.docd.mounts import load_mounts
 from retain.errors import InvalidMounts, InvalidPolicy
 from retain.logd.schedule import load_schedule
-from retain.streams.policyfile import load_policy
+from retain.retention.policyfile import load_policy
 
 LOADERS = [(load_policy, InvalidPolicy, "policy"), (load_schedule, InvalidPolicy, "schedule"),
            (load_mounts, InvalidMounts, "mount")]

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from retain.ids import StreamId
-from retain.archive.layout import manifest_number, manifest_path, segment_name, stream_dir, stream_key_of
+from retain.archive.layout import key_of_dir, manifest_number, manifest_path, segment_name, stream_dir
 from tests.strategies import stream_ids
 
 
@@ -22,7 +22,7 @@ class TestStreamDir:
         """Any key maps to one segment of A-Z a-z 0-9 . _ - ! and back, so no two keys share a folder."""
         folder = stream_dir(key)
         assert re.fullmatch(r"[A-Za-z0-9._!-]+", folder)
-        assert stream_key_of(folder) == key
+        assert key_of_dir(folder) == key
 
 
 class TestNames:

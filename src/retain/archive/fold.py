@@ -32,9 +32,9 @@ from retain.clock import utc_now
 from retain.ids import StreamId, upper_bound
 from retain.archive.manifest import Manifest
 from retain.archive.segments import SegmentWriter
-from retain.archive.store import Archive, _key
+from retain.archive.store import Archive
 from retain.errors import ArchiveObjectExists, InvalidInput, InvalidWindow
-from retain.streams.keys import Stream
+from retain.streams.keys import Stream, key_of
 from retain.streams.trim import check_limit, trim, xtrim_command
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId, Window, require_aware
 
@@ -158,7 +158,7 @@ def fold(conn: Any, stream: Stream, archive: Archive, upto: str | datetime | Str
         >>> fold(conn, StreamRef("codemojex", "activity"), Archive("file:///var/lib/retain"))
         FoldResult(stream='emq:{codemojex}:stream:activity', entries=52000, segments=1, ...)
     """
-    key = _key(stream)
+    key = key_of(stream)
     boundary = upper_bound(upto) if upto is not None else None
     _check_sizes(count, segment_entries, min_entries)
     if boundary is None:
@@ -175,7 +175,7 @@ class _Folder:
     def __init__(self, conn: Any, stream: Stream, archive: Archive, boundary: StreamId, count: int,
                  segment_entries: int, progress: Progress | None) -> None:
         self.conn, self.stream, self.archive = _reader(conn), stream, archive
-        self.key = _key(stream)
+        self.key = key_of(stream)
         self.boundary, self.count, self.segment_entries = boundary, count, segment_entries
         self.progress = progress
         self.writer_token = uuid.uuid4().hex
@@ -250,7 +250,7 @@ def fold_boundary(conn: Any, stream: Stream, window: Window, now: datetime | Non
         WrongTypeError, ServerError, ServerUnavailable: from Redis.
     """
     xtrim_command(stream, window, now)  # validates stream, window and now before any I/O
-    key = _key(stream)
+    key = key_of(stream)
     if isinstance(window, MaxAge):
         window = window.resolve(require_aware(now, "now"))
     if isinstance(window, (MinId, MinStreamId)):
@@ -308,7 +308,7 @@ def fold_then_trim(conn: Any, stream: Stream, archive: Archive, window: Window, 
     boundary = fold_boundary(conn, stream, window, now)
     if boundary is None:
         state = archive.manifest(stream)
-        return FoldTrimResult(FoldResult(_key(stream), 0, 0, state.watermark, state.number), None, None, 0)
+        return FoldTrimResult(FoldResult(key_of(stream), 0, 0, state.watermark, state.number), None, None, 0)
     folded = fold(conn, stream, archive, boundary, count=count, segment_entries=segment_entries,
                   min_entries=min_entries, progress=progress)
     if folded.watermark is None:

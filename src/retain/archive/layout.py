@@ -26,11 +26,11 @@ from retain.ids import StreamId
 __all__ = [
     "MANIFEST_DIR",
     "SEGMENT_DIR",
+    "key_of_dir",
     "manifest_number",
     "manifest_path",
     "segment_name",
     "stream_dir",
-    "stream_key_of",
 ]
 
 SEGMENT_DIR = "segments"
@@ -45,7 +45,7 @@ def stream_dir(key: str) -> str:
     return _UNSAFE.sub(lambda run: "".join(f"!{byte:02X}" for byte in run[0].encode()), key)
 
 
-def stream_key_of(folder: str) -> str:
+def key_of_dir(folder: str) -> str:
     """The stream key a folder name stands for (the inverse of :func:`stream_dir`)."""
     return _ESCAPED.sub(lambda run: bytes.fromhex(run[0].replace("!", "")).decode(errors="replace"), folder)
 

@@ -26,9 +26,9 @@ from typing import Any
 from retain._redis import translate_errors
 from retain.ids import StreamId, lower_bound, upper_bound
 from retain.archive.segments import Entry, Text, read_entries
-from retain.archive.store import Archive, _key
+from retain.archive.store import Archive
 from retain.errors import InvalidInput
-from retain.streams.keys import Stream
+from retain.streams.keys import Stream, key_of
 
 __all__ = ["read"]
 
@@ -57,7 +57,7 @@ def read(conn: Any, stream: Stream, archive: Archive, start: str | datetime | St
         >>> list(read(conn, StreamRef("codemojex", "activity"), archive, "1789171200000-0", "1789171200001"))
         [(b'1789171200000-0', {b'player': b'ada', ...}), (b'1789171200001-0', {...})]
     """
-    key = _key(stream)
+    key = key_of(stream)
     low, high = lower_bound(start), upper_bound(end)
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise InvalidInput(f"count must be an int >= 1 (got {count!r})")

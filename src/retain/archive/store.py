@@ -32,11 +32,11 @@ import obstore
 from obstore.store import LocalStore, MemoryStore, S3Store
 
 from retain.archive._obstore import translate_errors
-from retain.archive.layout import MANIFEST_DIR, manifest_number, manifest_path, stream_dir, stream_key_of
+from retain.archive.layout import MANIFEST_DIR, key_of_dir, manifest_number, manifest_path, stream_dir
 from retain.archive.manifest import Manifest, SegmentInfo
 from retain.archive.segments import EncodedSegment, same_rows
-from retain.errors import ArchiveCorrupt, ArchiveObjectExists, InvalidArchive, InvalidStreamName
-from retain.streams.keys import RawKey, Stream, StreamRef
+from retain.errors import ArchiveCorrupt, ArchiveObjectExists, InvalidArchive
+from retain.streams.keys import Stream, key_of
 
 __all__ = ["Archive", "DEFAULT_RETRY"]
 
@@ -44,12 +44,6 @@ __all__ = ["Archive", "DEFAULT_RETRY"]
 DEFAULT_RETRY = {"max_retries": 3, "retry_timeout": timedelta(seconds=20),
                  "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2)}}
 _CLIENT_KEYS = {"client_options", "retry_config", "allow_http"}
-
-
-def _key(stream: Stream) -> str:
-    if not isinstance(stream, (StreamRef, RawKey)):
-        raise InvalidStreamName(f"stream must be a StreamRef or RawKey (got {stream!r})")
-    return stream.key
 
 
 class _SegmentFile:
@@ -147,7 +141,7 @@ class Archive:
         Lists only the manifests after the last one this Archive saw, so a
         steady reader pays one short listing per call.
         """
-        key = _key(stream)
+        key = key_of(stream)
         with self._lock:
             known = self._latest.get(key) or Manifest(key)
         prefix = f"{stream_dir(key)}/{MANIFEST_DIR}/"
@@ -162,7 +156,7 @@ class Archive:
 
     def manifest_at(self, stream: Stream, number: int) -> Manifest:
         """Manifest ``number`` of ``stream`` (0: the empty one), whether or not it is the highest."""
-        key = _key(stream)
+        key = key_of(stream)
         return self._remember(self._read_manifest(key, number)) if number else Manifest(key)
 
     def _read_manifest(self, key: str, number: int) -> Manifest:
@@ -207,7 +201,7 @@ class Archive:
         Raises:
             ArchiveCorrupt: the stored segment holds other rows than ``segment``.
         """
-        key = _key(stream)
+        key = key_of(stream)
         path = f"{stream_dir(key)}/{segment.name}"
         try:
             with translate_errors(f"writing segment {segment.name} of {key!r}"):
@@ -226,17 +220,17 @@ class Archive:
 
     def open_segment(self, stream: Stream, segment: SegmentInfo) -> _SegmentFile:
         """A file object over a stored segment that reads only the byte ranges asked for."""
-        key = _key(stream)
+        key = key_of(stream)
         with translate_errors(f"opening segment {segment.name} of {key!r}"):
             reader = obstore.open_reader(self.store, f"{stream_dir(key)}/{segment.name}", size=segment.bytes)
         return _SegmentFile(reader)
 
     def segment_path(self, stream: Stream, segment: SegmentInfo) -> str:
         """The object path of ``segment`` within the store (for tools that read it directly)."""
-        return f"{stream_dir(_key(stream))}/{segment.name}"
+        return f"{stream_dir(key_of(stream))}/{segment.name}"
 
     def streams(self) -> list[str]:
         """The keys of every stream this archive holds a folder for, sorted."""
         with translate_errors("listing the archive's streams"):
             listed = obstore.list_with_delimiter(self.store)
-        return sorted(stream_key_of(prefix.rstrip("/")) for prefix in listed["common_prefixes"])
+        return sorted(key_of_dir(prefix.rstrip("/")) for prefix in listed["common_prefixes"])

@@ -18,8 +18,8 @@ from redis.retry import Retry
 from retain._redis import translate_errors
 from retain.clock import utc_now
 from retain.cli._common import DEFAULT_REDIS_URL, connect, parse_instant, redis_url_option
-from retain.streams import (DriverMetrics, PolicyFile, RawKey, RetentionDriver, StreamRef, SweepReport,
-                            load_policy, preview, trim)
+from retain.retention import DriverMetrics, PolicyFile, RetentionDriver, SweepReport, load_policy, preview
+from retain.streams import RawKey, StreamRef, trim
 from retain.streams.keys import DEFAULT_PREFIX
 from retain.windows import MaxAge, MaxLen, MinId
 

@@ -12,8 +12,9 @@ from rich.table import Table
 
 from retain.archive import Archive, StreamId, read
 from retain.demo.feed import guess_events
+from retain.retention import RetentionDriver, StreamPolicy, SweepReport
 from retain.servers import RedisServer
-from retain.streams import RetentionDriver, StreamPolicy, StreamRef, SweepReport
+from retain.streams import StreamRef
 from retain.windows import MaxLen
 
 __all__ = ["archive_feed"]

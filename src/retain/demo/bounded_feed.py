@@ -9,8 +9,9 @@ from rich.console import Console
 from rich.table import Table
 
 from retain.demo.feed import PLAYERS
+from retain.retention import RetentionDriver
 from retain.servers import RedisServer
-from retain.streams import RetentionDriver, StreamRef
+from retain.streams import StreamRef
 from retain.windows import MaxLen
 
 __all__ = ["bounded_feed"]

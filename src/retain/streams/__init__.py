@@ -1,35 +1,26 @@
-"""The live tier: bound a Redis/Valkey stream to a declared window, once or on a beat of its own."""
+"""The live tier: where a Redis/Valkey stream lives, and the trim verb that bounds it to a window.
 
-from retain.streams.driver import AsyncRetentionDriver, RetentionDriver, SweepReport, beat_delay
-from retain.streams.keys import DEFAULT_PREFIX, RawKey, Stream, StreamRef, stream_key
-from retain.streams.metrics import DriverMetrics
-from retain.streams.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, decide
-from retain.streams.policyfile import ArchiveSettings, PolicyFile, load_policy, parse_policy
-from retain.streams.dryrun import StreamPreview, preview
+Two things only: the key layout (:mod:`retain.streams.keys`) and one XTRIM,
+pure decision and sync/asyncio sends (:mod:`retain.streams.trim`). What re-applies
+windows on a beat, folds into the archive first, previews a beat or reads a
+policy file is the layer above: :mod:`retain.retention`.
+
+Imports: the vocabulary only (:mod:`retain.errors`, :mod:`retain.windows`,
+:mod:`retain.durations`, :mod:`retain.ids`, :mod:`retain.clock`,
+:mod:`retain._redis`, :mod:`retain._fields`); never :mod:`retain.archive` nor
+:mod:`retain.retention`, which import it.
+"""
+
+from retain.streams.keys import DEFAULT_PREFIX, RawKey, Stream, StreamRef, key_of, stream_key
 from retain.streams.trim import atrim, trim, xtrim_command
 
 __all__ = [
     "DEFAULT_PREFIX",
-    "ArchiveSettings",
-    "AsyncRetentionDriver",
-    "DriverMetrics",
-    "Policy",
-    "PolicyEntry",
-    "PolicyFile",
     "RawKey",
-    "RetentionDriver",
     "Stream",
-    "StreamPolicy",
-    "StreamPreview",
     "StreamRef",
-    "SweepReport",
-    "TrimCall",
     "atrim",
-    "beat_delay",
-    "decide",
-    "load_policy",
-    "parse_policy",
-    "preview",
+    "key_of",
     "stream_key",
     "trim",
     "xtrim_command",

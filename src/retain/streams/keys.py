@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from retain.errors import InvalidStreamName
 
-__all__ = ["DEFAULT_PREFIX", "KEY_TEMPLATE", "RawKey", "StreamRef", "Stream", "stream_key"]
+__all__ = ["DEFAULT_PREFIX", "KEY_TEMPLATE", "RawKey", "StreamRef", "Stream", "key_of", "stream_key"]
 
 DEFAULT_PREFIX = "emq"
 KEY_TEMPLATE = "{prefix}:{{{queue}}}:stream:{name}"
@@ -88,3 +88,17 @@ class RawKey:
 
 
 Stream = StreamRef | RawKey
+
+
+def key_of(stream: object) -> str:
+    """The Redis key of ``stream``, a :class:`StreamRef` or :class:`RawKey` (both validated at construction).
+
+    What every verb that takes a stream calls first, so that anything else is
+    refused before any I/O, in one wording.
+
+    Raises:
+        InvalidStreamName: ``stream`` is neither a StreamRef nor a RawKey.
+    """
+    if not isinstance(stream, (StreamRef, RawKey)):
+        raise InvalidStreamName(f"stream must be a StreamRef or RawKey (got {stream!r})")
+    return stream.key

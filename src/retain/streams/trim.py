@@ -15,8 +15,8 @@ from retain import _fields
 from retain._fields import Where
 from retain._redis import translate_errors
 from retain.clock import utc_now
-from retain.errors import InvalidStreamName, InvalidWindow
-from retain.streams.keys import RawKey, Stream, StreamRef
+from retain.errors import InvalidWindow
+from retain.streams.keys import Stream, key_of
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId, Window, require_aware
 
 __all__ = ["atrim", "trim", "xtrim_command"]
@@ -38,8 +38,7 @@ def xtrim_command(stream: Stream, window: Window, now: datetime | None = None, *
         InvalidWindow: ``window`` is not a window, or ``now`` is missing or naive for MaxAge,
             or ``limit`` is not None or an int >= 0.
     """
-    if not isinstance(stream, (StreamRef, RawKey)):
-        raise InvalidStreamName(f"stream must be a StreamRef or RawKey (got {stream!r})")
+    key = key_of(stream)
     check_limit(limit)
     if isinstance(window, MaxAge):
         if now is None:
@@ -48,9 +47,9 @@ def xtrim_command(stream: Stream, window: Window, now: datetime | None = None, *
     approx = bool(getattr(window, "approx", None))
     flag = "~" if approx else "="
     if isinstance(window, MaxLen):
-        command: tuple[str, ...] = ("XTRIM", stream.key, "MAXLEN", flag, str(window.count))
+        command: tuple[str, ...] = ("XTRIM", key, "MAXLEN", flag, str(window.count))
     elif isinstance(window, (MinId, MinStreamId)):
-        command = ("XTRIM", stream.key, "MINID", flag, window.floor)
+        command = ("XTRIM", key, "MINID", flag, window.floor)
     else:
         raise InvalidWindow(f"window must be MaxLen, MinId, MaxAge or MinStreamId (got {window!r})")
     return command + ("LIMIT", str(limit)) if approx and limit is not None else command

@@ -44,10 +44,11 @@ from retain._fields import Where
 from retain.clock import parse_rfc3339
 from retain.errors import InvalidArchive, InvalidInput, InvalidPolicy
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
-from retain.streams.policy import Policy, StreamPolicy
+from retain.retention.policy import Policy, StreamPolicy
 from retain.windows import MaxAge, MaxLen, MinId, Window
 
 if TYPE_CHECKING:
+    # Only for annotations: the archive (pyarrow, obstore) is loaded by open_archive.
     from retain.archive import Archive
 
 __all__ = ["DEFAULT_TICK", "ArchiveSettings", "PolicyFile", "load_policy", "parse_policy"]
@@ -105,6 +106,7 @@ class PolicyFile:
         """
         if self.archive is None:
             return None
+        # Lazy for start-up cost only: pyarrow and obstore load when the file names an archive.
         from retain.archive import Archive
 
         try:

@@ -1,4 +1,4 @@
-"""retain.streams.driver with an archive: archived entries fold before they trim, beat after beat, on real stores.
+"""retain.retention.driver with an archive: archived entries fold before they trim, beat after beat, on real stores.
 
 INV-FOLD through the driver (producers appending, every id gone from the live stream is at or below W
 and in a segment), a failing fold leaves that stream untrimmed while the others are trimmed,
@@ -23,13 +23,13 @@ import redis.asyncio
 from retain.archive import Archive, StreamId, read
 from retain.errors import (ArchiveAccessDenied, ArchiveObjectExists, ArchiveUnavailable, InvalidPolicy,
                            UnarchivableEntry)
+from retain.retention import AsyncRetentionDriver, DriverMetrics, RetentionDriver, StreamPolicy, SweepReport
 from retain.servers import RedisServer
-from retain.streams import (AsyncRetentionDriver, DriverMetrics, RawKey, RetentionDriver, StreamPolicy, StreamRef,
-                            SweepReport)
+from retain.streams import RawKey, StreamRef
 from retain.windows import MaxLen
 from tests.archive.conftest import archived_ids, numeric
-from tests.streams.test_driver import Reports, append, wait_for
-from tests.streams.test_metrics import samples
+from tests.retention.test_driver import Reports, append, wait_for
+from tests.retention.test_metrics import samples
 
 _names = itertools.count()
 
@@ -267,7 +267,7 @@ class TestFailingFold:
                                               StreamPolicy(good, MaxLen(5, approx=False), archive=True),
                                               (plain, MaxLen(5, approx=False))],
                                  archive=archive, measure_lengths=True)
-        with caplog.at_level(logging.WARNING, logger="retain.streams.driver"):
+        with caplog.at_level(logging.WARNING, logger="retain.retention.driver"):
             reports = [driver.sweep() for _ in range(2)]
         for report in reports:
             metrics.observe(report)

@@ -1,4 +1,4 @@
-"""retain.streams.dryrun: a dry run reads, never writes, and its figures hold against a real trim."""
+"""retain.retention.dryrun: a dry run reads, never writes, and its figures hold against a real trim."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from retain.archive import Archive, StreamId, fold
 from retain.errors import InvalidPolicy, InvalidWindow, WrongTypeError
-from retain.streams import RawKey, RetentionDriver, StreamPolicy, StreamPreview, StreamRef, preview, trim
-from retain.streams.policy import UNLIMITED
-from retain.streams.dryrun import approx_removes_at_least
+from retain.retention import RetentionDriver, StreamPolicy, StreamPreview, preview
+from retain.retention.dryrun import approx_removes_at_least
+from retain.retention.policy import UNLIMITED
+from retain.streams import RawKey, StreamRef, trim
 from retain.windows import MaxAge, MaxLen, MinId
 from tests.streams.conftest import BASE_MS, fill
 
@@ -65,7 +66,7 @@ class TestPreview:
 
     def test_pages_through_a_long_stream(self, redis_conn, monkeypatch):
         """Counting below a MINID floor reads in pages and counts each entry once."""
-        monkeypatch.setattr("retain.streams.dryrun.PAGE", 7)
+        monkeypatch.setattr("retain.retention.dryrun.PAGE", 7)
         fill(redis_conn, "long", [1] * 50)
         (row,) = preview(redis_conn, [(RawKey("long"), MinId(at_ms(BASE_MS + 36), approx=False))], now=at_ms(BASE_MS))
         assert (row.outside, row.keeps) == (35, 15)

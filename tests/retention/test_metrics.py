@@ -1,4 +1,4 @@
-"""retain.streams.metrics: a beat's report becomes Prometheus metrics, served over HTTP."""
+"""retain.retention.metrics: a beat's report becomes Prometheus metrics, served over HTTP."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from retain.retention import DriverMetrics, RetentionDriver
 from retain.servers import free_port
-from retain.streams import DriverMetrics, RawKey, RetentionDriver
+from retain.streams import RawKey
 from retain.windows import MaxLen
 
 

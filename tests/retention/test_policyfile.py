@@ -1,4 +1,4 @@
-"""retain.streams.policyfile: the TOML policy file, good and bad (no server needed)."""
+"""retain.retention.policyfile: the TOML policy file, good and bad (no server needed)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from retain.archive import Archive
 from retain.errors import InvalidPolicy
-from retain.streams import (ArchiveSettings, Policy, PolicyFile, RawKey, StreamPolicy, StreamRef, load_policy,
-                            parse_policy)
+from retain.retention import ArchiveSettings, Policy, PolicyFile, StreamPolicy, load_policy, parse_policy
+from retain.streams import RawKey, StreamRef
 from retain.windows import MaxAge, MaxLen, MinId
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "policy.md"

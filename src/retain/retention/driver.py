@@ -8,7 +8,7 @@ measure); an archived entry's stream is also read, to fold it.
 
 One beat is one :meth:`~RetentionDriver.sweep`:
 
-1. ``now = clock()``; ``calls = decide(policy, now)`` — pure (:mod:`retain.streams.policy`):
+1. ``now = clock()``; ``calls = decide(policy, now)`` — pure (:mod:`retain.retention.policy`):
    the XTRIMs of the plain entries;
 2. every call goes into one pipeline: one round trip on a standalone server
    (a standalone ``redis.Redis`` gets one write of the packed commands on a
@@ -75,11 +75,12 @@ from retain._fields import Where
 from retain._redis import REDIS_ERRORS, as_retain_error
 from retain.clock import utc_now
 from retain.errors import ArchiveUnavailable, InvalidPolicy, RetainError, ServerUnavailable
-from retain.streams.policy import UNLIMITED, Policy, PolicyEntry, TrimCall, checked_archive, decide
+from retain.ids import StreamId
+from retain.retention.policy import UNLIMITED, Policy, PolicyEntry, TrimCall, checked_archive, decide
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, obstore) is loaded by a driver that archives.
-    from retain.archive import FoldProgress, StreamId
+    from retain.archive import Archive, FoldProgress
 
 __all__ = ["AsyncRetentionDriver", "RetentionDriver", "SweepReport", "beat_delay"]
 
@@ -249,6 +250,7 @@ class _Driver:
         beat = _ArchivedBeat()
         if not self.policy.archived:
             return beat
+        # Lazy for start-up cost only: pyarrow and obstore load once a beat has an archived stream.
         from retain.archive.fold import DEFAULT_SEGMENT_ENTRIES, fold_then_trim
 
         # A fold refuses min_entries above segment_entries: segments grow to hold a larger batch.
@@ -344,8 +346,8 @@ class RetentionDriver(_Driver):
 
     Arguments:
         conn: the client to send trims on (and to fold archived streams with); the caller owns and closes it.
-        policy: a :class:`~retain.streams.policy.Policy`, or a list of ``(stream, window)``
-            pairs and :class:`~retain.streams.policy.StreamPolicy` entries.
+        policy: a :class:`~retain.retention.policy.Policy`, or a list of ``(stream, window)``
+            pairs and :class:`~retain.retention.policy.StreamPolicy` entries.
         archive: the :class:`retain.archive.Archive` that entries with ``archive=True``
             fold into before they are trimmed; required when the policy has such an entry.
         fold_min_entries: with fewer entries than this waiting to be folded, a beat

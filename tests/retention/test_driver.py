@@ -1,4 +1,4 @@
-"""retain.streams.driver against real Redis servers: one round trip a beat, failures per stream, the runners.
+"""retain.retention.driver against real Redis servers: one round trip a beat, failures per stream, the runners.
 
 INV-DECOUPLED (a stream nobody reads is bounded on the driver's own beat),
 INV-WINDOW (a beat never deletes inside a window, LIMIT 0 included),
@@ -31,9 +31,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from retain.errors import InvalidPolicy, InvalidWindow, ServerUnavailable, WrongTypeError
+from retain.retention import AsyncRetentionDriver, RetentionDriver, SweepReport, beat_delay
 from retain.servers import RedisServer, free_port
-from retain.streams import (AsyncRetentionDriver, RawKey, RetentionDriver, StreamRef, SweepReport, beat_delay,
-                            trim)
+from retain.streams import RawKey, StreamRef, trim
 from retain.windows import MaxAge, MaxLen, MinId
 from tests.streams.conftest import BASE_MS, at_node_boundary, fill, remaining
 
@@ -186,7 +186,7 @@ class TestSweep:
             append(redis_conn, ref.key, 30)
         redis_conn.set("emq:{q}:stream:b", "not a stream")
         policy = [(good[0], MaxLen(10, approx=False)), (StreamRef("q", "b"), MaxLen(10)), (good[1], MaxLen(5, approx=False))]
-        with caplog.at_level(logging.WARNING, logger="retain.streams.driver"):
+        with caplog.at_level(logging.WARNING, logger="retain.retention.driver"):
             report = RetentionDriver(redis_conn, policy).sweep()
         assert dict(report.removed_by) == {good[0].key: 20, good[1].key: 25}
         assert (report.calls, report.removed, report.ok, report.lost_connection) == (2, 45, False, False)
@@ -212,7 +212,7 @@ class TestSweep:
         keys = [f"bad{index}" for index in range(25)]
         for key in keys:
             redis_conn.set(key, "x")
-        with caplog.at_level(logging.WARNING, logger="retain.streams.driver"):
+        with caplog.at_level(logging.WARNING, logger="retain.retention.driver"):
             report = RetentionDriver(redis_conn, [(RawKey(key), MaxLen(1)) for key in keys]).sweep()
         assert len(report.failures) == 25
         assert len(caplog.records) == 11 and "15 more streams failed" in caplog.records[-1].getMessage()
@@ -383,7 +383,7 @@ class TestThreadRunner:
         reports = Reports()
         driver = RetentionDriver(redis_conn, [(ref, MaxLen(5, approx=False))], tick=0.01, max_backoff=0.02,
                                  clock=clock, on_report=reports)
-        with caplog.at_level(logging.ERROR, logger="retain.streams.driver"), driver:
+        with caplog.at_level(logging.ERROR, logger="retain.retention.driver"), driver:
             wait_for(lambda: redis_conn.xlen(ref.key) == 5, "a healthy beat to trim")
         assert driver.beats >= 3 and reports.items[0].removed == 15
         assert [record.exc_info[0] for record in caplog.records[:2]] == [RuntimeError, InvalidWindow]
@@ -603,7 +603,7 @@ class TestCluster:
 class TestOptIn:
     def test_importing_retain_starts_nothing(self):
         """Importing every retain module leaves one thread and no event loop running."""
-        code = ("import threading, asyncio, retain, retain.streams, retain.cli, retain.streams.metrics;"
+        code = ("import threading, asyncio, retain, retain.streams, retain.cli, retain.retention.metrics;"
                 "assert threading.enumerate() == [threading.main_thread()], threading.enumerate();"
                 "print('quiet')")
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

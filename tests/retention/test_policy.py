@@ -1,4 +1,4 @@
-"""retain.streams.policy: policy entries and the pure decision of a beat (no server needed)."""
+"""retain.retention.policy: policy entries and the pure decision of a beat (no server needed)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from retain.errors import InvalidPolicy, InvalidWindow
-from retain.streams import Policy, RawKey, StreamPolicy, StreamRef, TrimCall, decide
-from retain.streams.policy import checked_archive
+from retain.retention import Policy, StreamPolicy, TrimCall, decide
+from retain.retention.policy import checked_archive
+from retain.streams import RawKey, StreamRef
 from retain.windows import MaxAge, MaxLen, MinId, minid_floor
 from tests.strategies import aware_instants, whole_second_durations
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 
-from retain.streams.driver import SweepReport
+from retain.retention.driver import SweepReport
 
 __all__ = ["DriverMetrics"]
 

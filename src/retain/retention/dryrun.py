@@ -32,11 +32,13 @@ import redis.exceptions
 
 from retain._redis import translate_errors
 from retain.errors import RetainError
-from retain.streams.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, checked_archive, decide
+from retain.ids import StreamId
+from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, checked_archive, decide
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId
 
 if TYPE_CHECKING:
-    from retain.archive import Archive, StreamId
+    # Only for annotations: the archive (pyarrow, obstore) is loaded by a preview of an archived entry.
+    from retain.archive import Archive
 
 __all__ = ["StreamPreview", "approx_removes_at_least", "preview"]
 

@@ -31,6 +31,7 @@ from retain.streams.trim import xtrim_command
 from retain.windows import MaxAge, MaxLen, MinId, Window, require_aware
 
 if TYPE_CHECKING:
+    # Only for annotations: the archive (pyarrow, obstore) is loaded when one is given.
     from retain.archive import Archive
 
 __all__ = ["Policy", "PolicyEntry", "StreamPolicy", "TrimCall", "decide"]
@@ -143,6 +144,7 @@ def checked_archive(policy: Policy, archive: Any) -> Archive | None:
                                 "to fold into: pass archive=Archive('file:///var/lib/retain') (or an s3:// one), "
                                 "or set the entry's archive to False")
         return None
+    # Lazy for start-up cost only: a caller who passed an archive has loaded it already.
     from retain.archive import Archive
 
     if not isinstance(archive, Archive):

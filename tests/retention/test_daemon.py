@@ -19,7 +19,7 @@ from retain.cli import main
 from retain.servers import free_port
 from retain.streams import StreamRef
 from tests.archive.conftest import archived_ids
-from tests.streams.test_driver import append
+from tests.retention.test_driver import append
 
 RUN = "from retain.cli import main; main()"
 

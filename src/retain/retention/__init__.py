@@ -1,0 +1,43 @@
+"""Retention: declared windows re-applied on a beat of their own, archived streams folded before they trim.
+
+What orchestrates the live tier and the archive: the policy and its pure
+decision (:mod:`~retain.retention.policy`), the TOML policy file the daemon runs
+(:mod:`~retain.retention.policyfile`), the driver and its sync and asyncio
+runners (:mod:`~retain.retention.driver`), a dry run of one beat
+(:mod:`~retain.retention.dryrun`) and the driver's Prometheus metrics
+(:mod:`~retain.retention.metrics`).
+
+Example:
+    >>> driver = RetentionDriver(redis.Redis(), [(StreamRef("codemojex", "activity"), MaxLen(10_000))])
+    >>> with driver:          # beats every second on a thread until the block ends
+    ...     serve_the_game()
+
+Imports: the vocabulary, :mod:`retain.streams` and :mod:`retain.archive`; nothing
+imports it but the CLI and the demo. The archive (pyarrow, obstore) is imported
+only where an archive is in use, so that a policy without archiving never loads it.
+"""
+
+from retain.retention.driver import AsyncRetentionDriver, RetentionDriver, SweepReport, beat_delay
+from retain.retention.dryrun import StreamPreview, preview
+from retain.retention.metrics import DriverMetrics
+from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, decide
+from retain.retention.policyfile import ArchiveSettings, PolicyFile, load_policy, parse_policy
+
+__all__ = [
+    "ArchiveSettings",
+    "AsyncRetentionDriver",
+    "DriverMetrics",
+    "Policy",
+    "PolicyEntry",
+    "PolicyFile",
+    "RetentionDriver",
+    "StreamPolicy",
+    "StreamPreview",
+    "SweepReport",
+    "TrimCall",
+    "beat_delay",
+    "decide",
+    "load_policy",
+    "parse_policy",
+    "preview",
+]
