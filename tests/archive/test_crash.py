@@ -14,7 +14,7 @@ import pytest
 
 from retain.archive import Archive, FoldProgress, fold_then_trim, read
 from retain.windows import MaxLen
-from tests.archive.conftest import SHARED_STORES, archived_ids, open_archive
+from tests.helpers.archive import SHARED_STORES, archived_ids, open_archive
 
 WINDOW = MaxLen(100, approx=False)
 SIZES = {"count": 64, "segment_entries": 200}

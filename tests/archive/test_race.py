@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from retain.archive import Archive, FoldProgress, fold, read
-from tests.archive.conftest import SHARED_STORES, open_archive
+from tests.helpers.archive import SHARED_STORES, open_archive
 
 
 def assert_one_chain(conn, archive: Archive, stream, appended: list[bytes]) -> None:

@@ -15,7 +15,7 @@ from retain.archive import Archive, StreamId, fold, fold_then_trim, read
 from retain.errors import InvalidInput, InvalidStreamId, WrongTypeError
 from retain.streams import StreamRef
 from retain.windows import MaxLen
-from tests.archive.conftest import numeric
+from tests.helpers.streams import ms_of
 
 
 def ids_of(entries) -> list[bytes]:
@@ -207,11 +207,11 @@ class TestMergeUnderFoldAndTrim:
         everything = set(appended)
         for before, got in reads:
             assert len(got) == len(set(got)), "an entry came twice"
-            assert [numeric(entry_id) for entry_id in got] == sorted(numeric(entry_id) for entry_id in got)
+            assert [ms_of(entry_id) for entry_id in got] == sorted(ms_of(entry_id) for entry_id in got)
             assert before <= set(got), f"missed {sorted(before - set(got))[:5]}"
             assert set(got) <= everything
         with redis_server.client() as conn:
             final = ids_of(read(conn, stream, archive))
-            assert sorted(final, key=numeric) == final and set(final) == everything
+            assert sorted(final, key=ms_of) == final and set(final) == everything
             assert conn.xlen(stream.key) >= min(workload["keep"], len(everything))  # INV-WINDOW
             conn.delete(stream.key)

@@ -21,7 +21,7 @@ from retain.errors import (
 )
 from retain.servers import free_port
 from retain.streams import RawKey
-from tests.archive.conftest import SHARED_STORES, open_archive
+from tests.helpers.archive import SHARED_STORES, open_archive
 
 
 def encoded(stream, entries):

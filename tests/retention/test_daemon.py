@@ -18,8 +18,8 @@ from retain.archive import Archive, fold, read
 from retain.cli import main
 from retain.servers import free_port
 from retain.streams import StreamRef
-from tests.archive.conftest import archived_ids
-from tests.retention.test_driver import append
+from tests.helpers.archive import archived_ids
+from tests.helpers.streams import append
 
 RUN = "from retain.cli import main; main()"
 

@@ -14,7 +14,6 @@ import logging
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -35,52 +34,12 @@ from retain.retention import AsyncRetentionDriver, RetentionDriver, SweepReport,
 from retain.servers import RedisServer, free_port
 from retain.streams import RawKey, StreamRef, trim
 from retain.windows import MaxAge, MaxLen, MinId
-from tests.streams.conftest import BASE_MS, at_node_boundary, fill, remaining
+from tests.helpers.retention import Reports
+from tests.helpers.streams import BASE_MS, append, at_node_boundary, fill, remaining
+from tests.helpers.waiting import wait_for
 
 UTC = timezone.utc
 _keys = itertools.count()
-
-
-def append(conn, key: str, count: int) -> list[bytes]:
-    """Add ``count`` entries to ``key`` in one round trip; return their ids, in order."""
-    pipe = conn.pipeline(transaction=False)
-    for index in range(count):
-        pipe.xadd(key, {"i": str(index)})
-    return list(pipe.execute())
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.005)
-
-
-class Reports:
-    """An on_report hook that keeps every report and lets a test wait for a count."""
-
-    def __init__(self) -> None:
-        self.items: list[SweepReport] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, report: SweepReport) -> None:
-        with self._lock:
-            self.items.append(report)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self.items)
-
-    def since(self, start: int) -> list[SweepReport]:
-        with self._lock:
-            return self.items[start:]
-
-    def wait_more(self, count: int, timeout: float = 20.0) -> list[SweepReport]:
-        start = len(self)
-        wait_for(lambda: len(self) >= start + count, f"{count} more beats", timeout)
-        return self.since(start)
 
 
 class CountingConnection(redis.connection.Connection):

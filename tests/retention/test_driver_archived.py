@@ -27,9 +27,10 @@ from retain.retention import AsyncRetentionDriver, DriverMetrics, RetentionDrive
 from retain.servers import RedisServer
 from retain.streams import RawKey, StreamRef
 from retain.windows import MaxLen
-from tests.archive.conftest import archived_ids, numeric
-from tests.retention.test_driver import Reports, append, wait_for
-from tests.retention.test_metrics import samples
+from tests.helpers.archive import archived_ids
+from tests.helpers.retention import Reports, samples
+from tests.helpers.streams import append, ms_of
+from tests.helpers.waiting import wait_for
 
 _names = itertools.count()
 
@@ -94,7 +95,7 @@ class Producers:
 def assert_whole(conn, stream, archive: Archive, appended: list[bytes]) -> None:
     """The merge-read yields each appended id exactly once, in id order; no row is archived twice."""
     merged = ids_of(read(conn, stream, archive, count=64))
-    assert merged == sorted(appended, key=numeric)
+    assert merged == sorted(appended, key=ms_of)
     archived = archived_ids(archive, stream)
     assert len(archived) == len(set(archived)) == archive.manifest(stream).entries
 
@@ -193,9 +194,9 @@ class TestFoldThroughTheDriver:
                 assert report.watermarks[stream.key] == watermark
                 gone = [entry_id for entry_id in appended if entry_id not in live]
                 assert all(StreamId.parse(entry_id) <= watermark for entry_id in gone), "trimmed past W"
-                assert {numeric(entry_id) for entry_id in gone} <= set(archived_ids(archive, stream)), \
+                assert {ms_of(entry_id) for entry_id in gone} <= set(archived_ids(archive, stream)), \
                     "an entry left the live stream without being archived"
-                assert set(sorted(appended, key=numeric)[-window.count:]) <= live, "trimmed inside the window"
+                assert set(sorted(appended, key=ms_of)[-window.count:]) <= live, "trimmed inside the window"
         assert folded > 1_000 and folded == archive.manifest(stream).entries
         assert_whole(redis_conn, stream, archive, producers.appended(stream))
         assert archive.streams() == [stream.key]
@@ -398,7 +399,7 @@ class TestMergeUnderARunningDriver:
                         if not before:
                             continue
                         # Up to the newest id appended so far: a read to the end would chase the producers.
-                        end = max(before, key=numeric)
+                        end = max(before, key=ms_of)
                         reads.append((set(before), ids_of(read(conn, stream, archive, end=end.decode(), count=37))))
             except BaseException as exc:  # noqa: BLE001 - reported on the test's thread
                 failures.append(exc)
@@ -422,7 +423,7 @@ class TestMergeUnderARunningDriver:
             assert conn.xlen(stream.key) < len(everything), "the driver trimmed under the readers"
             for before, got in reads:
                 assert len(got) == len(set(got)), "an entry came twice"
-                assert [numeric(entry_id) for entry_id in got] == sorted(numeric(entry_id) for entry_id in got)
+                assert [ms_of(entry_id) for entry_id in got] == sorted(ms_of(entry_id) for entry_id in got)
                 assert before <= set(got), f"missed {sorted(before - set(got))[:5]}"
                 assert set(got) <= set(everything)
             driver.sweep()

@@ -17,7 +17,7 @@ from retain.retention.dryrun import approx_removes_at_least
 from retain.retention.policy import UNLIMITED
 from retain.streams import RawKey, StreamRef, trim
 from retain.windows import MaxAge, MaxLen, MinId
-from tests.streams.conftest import BASE_MS, fill
+from tests.helpers.streams import BASE_MS, fill
 
 UTC = timezone.utc
 _keys = itertools.count()

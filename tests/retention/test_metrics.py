@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import urllib.request
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from retain.retention import DriverMetrics, RetentionDriver
 from retain.servers import free_port
 from retain.streams import RawKey
 from retain.windows import MaxLen
-
-
-def samples(exposition: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(exposition.decode())
-            for sample in family.samples}
+from tests.helpers.retention import samples
 
 
 class TestDriverMetrics:

@@ -16,7 +16,7 @@ from retain.errors import InvalidStreamName, InvalidWindow, ServerUnavailable, W
 from retain.servers import free_port
 from retain.streams import RawKey, StreamRef, atrim, trim, xtrim_command
 from retain.windows import MaxAge, MaxLen, MinId
-from tests.streams.conftest import BASE_MS, at_node_boundary, fill, remaining
+from tests.helpers.streams import BASE_MS, at_node_boundary, fill, remaining
 
 UTC = timezone.utc
 _keys = itertools.count()

@@ -1,0 +1,44 @@
+"""What the retention tests share: a hook that keeps a driver's reports, and metrics read back as samples."""
+
+from __future__ import annotations
+
+import threading
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from retain.retention import SweepReport
+from tests.helpers.waiting import wait_for
+
+__all__ = ["Reports", "samples"]
+
+
+class Reports:
+    """An on_report hook that keeps every report and lets a test wait for a count."""
+
+    def __init__(self) -> None:
+        self.items: list[SweepReport] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, report: SweepReport) -> None:
+        with self._lock:
+            self.items.append(report)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self.items)
+
+    def since(self, start: int) -> list[SweepReport]:
+        with self._lock:
+            return self.items[start:]
+
+    def wait_more(self, count: int, timeout: float = 20.0) -> list[SweepReport]:
+        start = len(self)
+        wait_for(lambda: len(self) >= start + count, f"{count} more beats", timeout)
+        return self.since(start)
+
+
+def samples(exposition: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A Prometheus exposition as ``{(sample name, sorted labels): value}``."""
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(exposition.decode())
+            for sample in family.samples}
