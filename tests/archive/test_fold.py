@@ -33,7 +33,7 @@ class TestFold:
         assert result.watermark == StreamId.parse(ids[-1])
         manifest = archive.manifest(stream)
         assert [segment.count for segment in manifest.segments] == [1000, 1000, 500]
-        assert manifest.entries == 2500 and manifest.bytes == sum(s.bytes for s in manifest.segments)
+        assert manifest.entries == 2500 and manifest.size == sum(s.size for s in manifest.segments)
         again = fold(redis_conn, stream, archive)
         assert (again.entries, again.segments, again.watermark) == (0, 0, result.watermark)
         assert ids_of(read(redis_conn, stream, archive)) == ids

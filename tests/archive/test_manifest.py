@@ -19,13 +19,13 @@ class TestManifest:
     def test_empty(self):
         """Manifest 0 has no segments and no watermark."""
         empty = Manifest("k")
-        assert (empty.number, empty.watermark, empty.entries, empty.bytes) == (0, None, 0, 0)
+        assert (empty.number, empty.watermark, empty.entries, empty.size) == (0, None, 0, 0)
 
     def test_advance(self):
         """Each step adds one segment, numbers the next manifest and moves W to its end."""
         one = Manifest("k").advance(segment(1, 5), "w1")
         two = one.advance(segment(6, 9, count=3), "w2")
-        assert (two.number, two.watermark, two.entries, two.bytes, two.writer) == (2, StreamId(9, 0), 5, 200, "w2")
+        assert (two.number, two.watermark, two.entries, two.size, two.writer) == (2, StreamId(9, 0), 5, 200, "w2")
 
     def test_advance_refuses_overlap(self):
         """A segment that does not start after W cannot be listed."""
@@ -46,6 +46,15 @@ class TestManifest:
         assert document["format"] == FORMAT_VERSION and document["watermark"] == "9-0"
         assert document["entries"] == 4 and document["bytes"] == 200
         assert Manifest.from_json(manifest.to_json(), stream="emq:{q}:stream:s", number=2) == manifest
+
+    def test_stored_form_is_format_1(self):
+        """Sizes are ``size`` in Python and ``"bytes"`` on disk: a stored manifest reads, and writes, byte for byte."""
+        stored = (b'{"format":1,"stream":"k","number":1,"watermark":"5-0","entries":2,"bytes":100,'
+                  b'"segments":[{"name":"segments/1_5.parquet","first":"1-0","last":"5-0","count":2,"bytes":100}],'
+                  b'"writer":"w"}')
+        manifest = Manifest.from_json(stored, stream="k", number=1)
+        assert (manifest.size, manifest.segments[0].size) == (100, 100)
+        assert manifest.to_json() == stored
 
     @pytest.mark.parametrize(("change", "message"), [
         (lambda d: d.update(format=2), "has format 2"),

@@ -10,8 +10,8 @@ import obstore
 import pytest
 from obstore.store import S3Store
 
+from retain.errors import ServerStartError
 from retain.servers import SeaweedServer, find_weed
-from retain.servers._process import ServerStartError
 
 # The ports weed mini binds when not told otherwise: none may be used.
 WEED_DEFAULTS = {8333, 8888, 9333, 9340, 18333, 18888, 19333, 19340, 23646, 33646, 7333, 8181, 9101, 6060}

@@ -46,11 +46,13 @@ class SegmentInfo:
     first: StreamId
     last: StreamId
     count: int
-    bytes: int
+    #: the stored object's size in bytes (``"bytes"`` in the manifest's JSON)
+    size: int
 
     def to_dict(self) -> dict[str, object]:
+        """The segment's line in the manifest's JSON."""
         return {"name": self.name, "first": str(self.first), "last": str(self.last),
-                "count": self.count, "bytes": self.bytes}
+                "count": self.count, "bytes": self.size}
 
 
 @dataclass(frozen=True)
@@ -61,13 +63,13 @@ class Manifest:
     number: int = 0
     segments: tuple[SegmentInfo, ...] = ()
     writer: str = ""
-    #: the sum of the segments' counts and sizes
+    #: the sum of the segments' counts and of their sizes in bytes (``"bytes"`` in the JSON)
     entries: int = field(init=False, compare=False)
-    bytes: int = field(init=False, compare=False)
+    size: int = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "entries", sum(segment.count for segment in self.segments))
-        object.__setattr__(self, "bytes", sum(segment.bytes for segment in self.segments))
+        object.__setattr__(self, "size", sum(segment.size for segment in self.segments))
 
     @property
     def watermark(self) -> StreamId | None:
@@ -99,7 +101,7 @@ class Manifest:
             "number": self.number,
             "watermark": str(self.watermark) if self.watermark is not None else None,
             "entries": self.entries,
-            "bytes": self.bytes,
+            "bytes": self.size,
             "segments": [segment.to_dict() for segment in self.segments],
             "writer": self.writer,
         }, ensure_ascii=False, separators=(",", ":")).encode()

@@ -222,7 +222,7 @@ class Archive:
         """A file object over a stored segment that reads only the byte ranges asked for."""
         key = key_of(stream)
         with translate_errors(f"opening segment {segment.name} of {key!r}"):
-            reader = obstore.open_reader(self.store, f"{stream_dir(key)}/{segment.name}", size=segment.bytes)
+            reader = obstore.open_reader(self.store, f"{stream_dir(key)}/{segment.name}", size=segment.size)
         return _SegmentFile(reader)
 
     def segment_path(self, stream: Stream, segment: SegmentInfo) -> str:

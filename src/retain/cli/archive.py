@@ -190,16 +190,16 @@ def ls_command(queue: str | None, name: str | None, raw_key: str | None, prefix:
         for key in store.streams():
             manifest = store.manifest(RawKey(key))
             table.add_row(key, str(manifest.watermark or "none"), str(manifest.number), str(len(manifest.segments)),
-                          str(manifest.entries), str(manifest.bytes))
+                          str(manifest.entries), str(manifest.size))
         console.print(table)
         return
     stream = _stream(queue, name, raw_key, prefix)
     manifest = store.manifest(stream)
     table = Table(title=f"{stream.key} · W = {manifest.watermark or 'none'} · manifest {manifest.number}",
-                  caption=f"{len(manifest.segments)} segments, {manifest.entries} entries, {manifest.bytes} bytes")
+                  caption=f"{len(manifest.segments)} segments, {manifest.entries} entries, {manifest.size} bytes")
     for column in ("segment", "first", "last", "entries", "bytes"):
         table.add_column(column, justify="right" if column in ("entries", "bytes") else "left",
                          overflow="fold")
     for segment in manifest.segments:
-        table.add_row(segment.name, str(segment.first), str(segment.last), str(segment.count), str(segment.bytes))
+        table.add_row(segment.name, str(segment.first), str(segment.last), str(segment.count), str(segment.size))
     console.print(table)
