@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from retain.ids import MAX_PART, StreamId
 from retain.durations import UNITS
 
-__all__ = ["aware_instants", "docd_paths", "duration_texts", "logd_keys", "logd_paths", "logd_scalars", "logd_values",
-           "mount_tables", "retain_items", "retain_stamps", "stream_ids", "whole_second_durations"]
+__all__ = ["aware_instants", "docd_paths", "duration_texts", "fold_trim_facts", "logd_keys", "logd_paths", "logd_scalars",
+           "logd_values", "mount_tables", "retain_items", "retain_stamps", "stream_ids", "whole_second_durations"]
 
 
 @st.composite
@@ -65,6 +65,22 @@ aware_instants = st.builds(
 #: stream ids across the whole 0-0..2^64-1-2^64-1 space, weighted toward the edges where carries happen
 _ID_PARTS = st.one_of(st.integers(0, 3), st.integers(MAX_PART - 3, MAX_PART), st.integers(0, MAX_PART))
 stream_ids = st.builds(StreamId, _ID_PARTS, _ID_PARTS)
+
+
+@st.composite
+def fold_trim_facts(draw: st.DrawFn) -> tuple[StreamId | None, StreamId | None, int]:
+    """What a fold-then-trim reads before it plans: (boundary, W, entries waiting after W up to the boundary).
+
+    Consistent as a stream and its archive make them: entries wait only when the
+    window drops something above W. No id is the very largest, which has no
+    MINID past it (the server could not hold an entry above it either).
+    """
+    ids = stream_ids.filter(lambda entry_id: entry_id != StreamId(MAX_PART, MAX_PART))
+    boundary = draw(st.none() | ids)
+    watermark = draw(st.none() | ids | (st.just(boundary) if boundary is not None else st.nothing()))
+    can_wait = boundary is not None and (watermark is None or watermark < boundary)
+    waiting = draw(st.integers(0, 2_000)) if can_wait else 0
+    return boundary, watermark, waiting
 
 
 # -- logd retain ---------------------------------------------------------------------------------

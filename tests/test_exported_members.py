@@ -44,12 +44,13 @@ def test_servers():
 
 
 def test_archive():
-    """retain.archive exports the store, fold before trim, the merge-read and the archive errors."""
+    """retain.archive exports the store, the plan of fold before trim and the fold, the merge-read and the
+    archive errors."""
     assert sorted(retain.archive.__all__) == sorted([
         "FORMAT_VERSION", "Archive", "ArchiveAccessDenied", "ArchiveCorrupt", "ArchiveError", "ArchiveObjectExists",
-        "ArchiveObjectMissing", "ArchiveUnavailable", "FoldProgress", "FoldResult", "FoldTrimResult",
+        "ArchiveObjectMissing", "ArchiveUnavailable", "FoldProgress", "FoldResult", "FoldTrimPlan", "FoldTrimResult",
         "InvalidArchive", "InvalidStreamId", "Manifest", "SegmentInfo", "StreamId", "UnarchivableEntry", "fold",
-        "fold_boundary", "fold_then_trim", "read", "trim_past",
+        "fold_boundary", "fold_then_trim", "plan_fold_trim", "read", "trim_past",
     ])
 
 

@@ -5,9 +5,9 @@
   manifest, create-only. A rival who wrote that manifest first wins the step;
   the loser re-reads and continues from the new W (INV-FENCE).
 - :func:`fold_boundary` says the highest id a window will drop.
-- :func:`trim_past` is the trim that can only remove archived ids: ``MINID`` just past W.
-- :func:`fold_then_trim` does the three for one stream, so a trim never removes
-  an entry that is not already durable in the archive (INV-FOLD).
+- :func:`fold_then_trim` folds up to it, then trims just past W as
+  :func:`~retain.archive.plan.plan_fold_trim` plans, so a trim never removes an
+  entry that is not already durable in the archive (INV-FOLD).
 
 Every step is safe to crash after (INV-IDEMPOTENT): a segment without its
 manifest is invisible and is checked, not overwritten, when the re-run writes
@@ -31,6 +31,7 @@ from retain._redis import translate_errors
 from retain.clock import utc_now
 from retain.ids import StreamId, upper_bound
 from retain.archive.manifest import Manifest
+from retain.archive.plan import plan_fold_trim
 from retain.archive.segments import SegmentWriter
 from retain.archive.store import Archive
 from retain.errors import ArchiveObjectExists, InvalidInput, InvalidWindow
@@ -45,7 +46,6 @@ __all__ = [
     "fold",
     "fold_boundary",
     "fold_then_trim",
-    "trim_past",
 ]
 
 DEFAULT_COUNT = 1_000
@@ -67,6 +67,8 @@ class FoldResult:
     manifest: int
     #: times a rival folder wrote the next manifest first, so this call re-read and went on
     races_lost: int = 0
+    #: entries after W up to the boundary that this call read and left live: fewer than min_entries waited
+    left: int = 0
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,7 @@ class _Folder:
         self.boundary, self.count, self.segment_entries = boundary, count, segment_entries
         self.progress = progress
         self.writer_token = uuid.uuid4().hex
-        self.entries = self.segments = self.races = 0
+        self.entries = self.segments = self.races = self.left = 0
 
     def _tell(self, kind: str, state: Manifest, pending: int = 0) -> None:
         if self.progress is not None:
@@ -211,8 +213,10 @@ class _Folder:
             writer, exhausted = self._read_segment(state)
             if writer.count == 0:
                 break
-            if exhausted and writer.count < min_entries and not self.segments:
-                break  # too few waiting: leave them for a later, larger segment
+            if exhausted and not self.segments and plan_fold_trim(
+                    self.boundary, state.watermark, writer.count, min_entries=min_entries).fold is None:
+                self.left = writer.count  # too few waiting: leave them for a later, larger segment
+                break
             info = self.archive.put_segment(self.stream, writer.finish())
             self._tell("segment", state, writer.count)
             following = state.advance(info, self.writer_token)
@@ -230,7 +234,8 @@ class _Folder:
             self._tell("manifest", state)
             if exhausted:
                 break
-        return FoldResult(self.key, self.entries, self.segments, state.watermark, state.number, self.races)
+        return FoldResult(self.key, self.entries, self.segments, state.watermark, state.number, self.races,
+                          self.left)
 
     def _after_race(self, taken: int) -> Manifest:
         latest = self.archive.manifest(self.stream)
@@ -266,25 +271,14 @@ def fold_boundary(conn: Any, stream: Stream, window: Window, now: datetime | Non
         return StreamId.parse(conn.xrevrange(key, "+", "-", count=window.count + 1)[-1][0])
 
 
-def trim_past(watermark: StreamId | str, approx: bool = True) -> MinStreamId:
-    """The window that trims every id up to ``watermark`` and nothing after: MINID just past it.
-
-    Example:
-        >>> trim_past("1789171200999-3")
-        MinStreamId(floor='1789171200999-4', approx=True)
-    """
-    if not isinstance(watermark, StreamId):
-        watermark = StreamId.parse(watermark)
-    return MinStreamId(str(watermark.successor()), approx)
-
-
 def fold_then_trim(conn: Any, stream: Stream, archive: Archive, window: Window, now: datetime | None = None, *,
                    count: int = DEFAULT_COUNT, segment_entries: int = DEFAULT_SEGMENT_ENTRIES,
                    min_entries: int = 1, progress: Progress | None = None,
                    limit: int | None = None) -> FoldTrimResult:
     """Fold everything ``window`` drops from ``stream``, then trim with MINID just past W.
 
-    The trim floor is just past min(W, boundary): never past W, so only
+    The trim is the one :func:`~retain.archive.plan.plan_fold_trim` plans once
+    the fold is done: MINID just past min(W, boundary), never past W, so only
     archived entries can go (INV-FOLD); never past the boundary, so nothing
     inside the window goes even when W is ahead of it (INV-WINDOW). If the fold
     raises, nothing is trimmed. ``window.approx`` picks ``~`` or ``=`` for the
@@ -311,9 +305,10 @@ def fold_then_trim(conn: Any, stream: Stream, archive: Archive, window: Window, 
         return FoldTrimResult(FoldResult(key_of(stream), 0, 0, state.watermark, state.number), None, None, 0)
     folded = fold(conn, stream, archive, boundary, count=count, segment_entries=segment_entries,
                   min_entries=min_entries, progress=progress)
-    if folded.watermark is None:
+    # The fold has taken all it will this call (what it left is fewer than min_entries): the plan is now the trim.
+    plan = plan_fold_trim(boundary, folded.watermark, folded.left, min_entries=min_entries, approx=window.approx)
+    if plan.trim is None:
         return FoldTrimResult(folded, boundary, None, 0)
-    window_trim = trim_past(min(folded.watermark, boundary), window.approx)
     if progress is not None:
         progress(FoldProgress("trim", folded.entries, 0, folded.watermark))
-    return FoldTrimResult(folded, boundary, window_trim, trim(conn, stream, window_trim, limit=limit))
+    return FoldTrimResult(folded, boundary, plan.trim, trim(conn, stream, plan.trim, limit=limit))

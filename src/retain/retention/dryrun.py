@@ -149,28 +149,32 @@ def _one(conn: Any, call: TrimCall, node_entries: int | None) -> StreamPreview:
     return _read(call.key, figures, lambda error: StreamPreview(call.key, call.window, error=error))
 
 
-def _one_archived(conn: Any, entry: StreamPolicy, window: MaxLen | MinId, archive: Any, node_entries: int | None,
+def _one_archived(conn: Any, entry: StreamPolicy, window: MaxLen | MinId, archive: Archive, node_entries: int | None,
                   fold_min_entries: int) -> StreamPreview:
-    """What ``fold_then_trim`` would do now: fold the entries after W up to the boundary, then trim past the new W."""
-    from retain.archive import fold_boundary, trim_past
+    """What ``fold_then_trim`` would do now: the plan it makes, from the same reads, with the entries counted."""
+    # Lazy for start-up cost only: pyarrow and obstore load when a policy has an archived entry.
+    from retain.archive import fold_boundary, plan_fold_trim
 
     def figures() -> StreamPreview:
         watermark = archive.manifest(entry.stream).watermark
         length = int(conn.xlen(entry.key))
         boundary = fold_boundary(conn, entry.stream, window)
-        archived_live = waiting = 0
-        if boundary is not None and watermark is not None:
-            archived_live = _count(conn, entry.key, "-", str(min(watermark, boundary)))
+        waiting = 0
         if boundary is not None and (watermark is None or watermark < boundary):
             after = str(watermark.successor()) if watermark is not None else "-"
             waiting = _count(conn, entry.key, after, str(boundary))
-        folds = waiting if waiting >= fold_min_entries else 0
-        # The trim goes just past min(new W, boundary): a fold takes W to the boundary's last entry.
-        top = boundary if folds else None if watermark is None or boundary is None else min(watermark, boundary)
-        outside = archived_live + folds
-        at_least = 0 if top is None else approx_removes_at_least(trim_past(top, window.approx), outside, node_entries)
+        plan = plan_fold_trim(boundary, watermark, waiting, min_entries=fold_min_entries, approx=window.approx)
+        # The trim removes every entry below its floor: those the fold takes (just counted), and below them
+        # the archived ones still live.
+        if plan.trim is None:
+            outside = 0
+        elif plan.fold is not None:
+            outside = plan.folds + (_count(conn, entry.key, "-", str(watermark)) if watermark is not None else 0)
+        else:
+            outside = _count(conn, entry.key, "-", f"({plan.trim.floor}")
+        at_least = 0 if plan.trim is None else approx_removes_at_least(plan.trim, outside, node_entries)
         return StreamPreview(entry.key, window, length, outside, at_least, node_entries, archived=True,
-                             watermark=watermark, folds=folds)
+                             watermark=watermark, folds=plan.folds)
 
     return _read(entry.key, figures, lambda error: StreamPreview(entry.key, window, error=error, archived=True))
 

@@ -57,7 +57,8 @@ class StreamPolicy:
     """
 
     stream: Stream
-    window: Window
+    #: what a policy may keep (a MinStreamId is the archive's own trim, never declared)
+    window: MaxLen | MinId | MaxAge
     archive: bool = False
 
     def __post_init__(self) -> None:
