@@ -9,6 +9,7 @@ INV-IDEMPOTENT (a beat after a lost server bounds the stream again).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import logging
 import subprocess
@@ -557,6 +558,20 @@ class TestCluster:
         report = asyncio.run(scenario())
         assert (report.calls, report.removed, report.ok) == (len(refs), 10 * len(refs), True)
         sync.close()
+
+
+class TestSignature:
+    @pytest.mark.parametrize("driver", [RetentionDriver, AsyncRetentionDriver])
+    def test_every_option_is_named(self, driver, redis_conn):
+        """The twins list their keyword arguments, typed: no **options, and a misspelt one is a TypeError."""
+        parameters = inspect.signature(driver).parameters
+        assert all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        options = {name for name, p in parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        assert options >= {"archive", "fold_min_entries", "tick", "clock", "max_backoff", "measure_lengths",
+                           "on_report"}
+        assert all(parameters[name].annotation is not inspect.Parameter.empty for name in options)
+        with pytest.raises(TypeError, match="tik"):
+            driver(redis_conn, [(RawKey("k"), MaxLen(1))], tik=1.0)
 
 
 class TestOptIn:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit
 
 import obstore
@@ -37,6 +37,9 @@ from retain.archive.manifest import Manifest, SegmentInfo
 from retain.archive.segments import EncodedSegment, same_rows
 from retain.errors import ArchiveCorrupt, ArchiveObjectExists, InvalidArchive
 from retain.streams.keys import Stream, key_of
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, S3Config
 
 __all__ = ["Archive", "DEFAULT_RETRY"]
 
@@ -64,10 +67,10 @@ class _SegmentFile:
             return bytes(self._reader.read(size) if size >= 0 else self._reader.read())
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        return self._reader.seek(offset, whence)
+        return int(self._reader.seek(offset, whence))
 
     def tell(self) -> int:
-        return self._reader.tell()
+        return int(self._reader.tell())
 
     def close(self) -> None:
         if not self.closed:
@@ -125,7 +128,9 @@ class Archive:
             client["allow_http"] = True
         retry = options.get("retry_config", DEFAULT_RETRY)
         try:
-            return S3Store.from_url(url, config=config or None, client_options=client or None, retry_config=retry)
+            # The options go to obstore as given; it checks their names and values.
+            return S3Store.from_url(url, config=cast("S3Config | None", config or None),
+                                    client_options=cast("ClientConfig | None", client or None), retry_config=retry)
         except (ValueError, TypeError, obstore.exceptions.BaseError) as exc:
             raise InvalidArchive(f"cannot open {url!r} with options {sorted(options)}: "
                                  f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from exc

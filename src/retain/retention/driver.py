@@ -196,11 +196,9 @@ class _TrimWatch:
 class _Driver:
     """What both twins share: the policy, the clock, the decision, reading answers, the beat's bookkeeping."""
 
-    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Any = None,
-                 fold_min_entries: int = 1, tick: float = DEFAULT_TICK,
-                 clock: Callable[[], datetime] = utc_now, max_backoff: float = DEFAULT_MAX_BACKOFF,
-                 measure_lengths: bool = False,
-                 on_report: Callable[[SweepReport], None] | None = None) -> None:
+    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None,
+                 fold_min_entries: int, tick: float, clock: Callable[[], datetime], max_backoff: float,
+                 measure_lengths: bool, on_report: Callable[[SweepReport], None] | None) -> None:
         self.conn = conn
         self.policy = Policy.of(policy)
         self.archive = checked_archive(self.policy, archive)
@@ -248,7 +246,8 @@ class _Driver:
         error instead of each waiting out the store's retries again.
         """
         beat = _ArchivedBeat()
-        if not self.policy.archived:
+        archive = self.archive
+        if not self.policy.archived or archive is None:  # checked_archive gave one to a policy that archives
             return beat
         # Lazy for start-up cost only: pyarrow and obstore load once a beat has an archived stream.
         from retain.archive.fold import DEFAULT_SEGMENT_ENTRIES, fold_then_trim
@@ -262,7 +261,7 @@ class _Driver:
                 beat.failures[key] = beat.fold_failures[key] = unavailable
                 continue
             try:
-                result = fold_then_trim(conn, entry.stream, self.archive, entry.window, now,
+                result = fold_then_trim(conn, entry.stream, archive, entry.window, now,
                                         segment_entries=segment_entries, min_entries=self.fold_min_entries,
                                         progress=watch, limit=UNLIMITED)
             except RetainError as error:
@@ -364,8 +363,12 @@ class RetentionDriver(_Driver):
             archived entry with no archive given; before any I/O.
     """
 
-    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], **options: Any) -> None:
-        super().__init__(conn, policy, **options)
+    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None = None,
+                 fold_min_entries: int = 1, tick: float = DEFAULT_TICK, clock: Callable[[], datetime] = utc_now,
+                 max_backoff: float = DEFAULT_MAX_BACKOFF, measure_lengths: bool = False,
+                 on_report: Callable[[SweepReport], None] | None = None) -> None:
+        super().__init__(conn, policy, archive=archive, fold_min_entries=fold_min_entries, tick=tick, clock=clock,
+                         max_backoff=max_backoff, measure_lengths=measure_lengths, on_report=on_report)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         # The wire form of every command that is the same each beat, packed once for this client.
@@ -473,7 +476,8 @@ def _send_pipeline(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
     try:
         for command in commands:
             pipe.execute_command(*command)
-        return pipe.execute(raise_on_error=False)
+        answers: list[Any] = pipe.execute(raise_on_error=False)
+        return answers
     finally:
         pipe.reset()
 
@@ -488,7 +492,7 @@ def _send_direct(conn: redis.Redis, count: int, pack: Callable[[Any], bytes]) ->
     already read stand.
     """
     pool = conn.connection_pool
-    connection = pool.get_connection()
+    connection: Any = pool.get_connection()
     answers: list[Any] = []
     try:
         connection.send_packed_command([pack(connection)])
@@ -512,7 +516,7 @@ def _send_direct(conn: redis.Redis, count: int, pack: Callable[[Any], bytes]) ->
 class AsyncRetentionDriver(_Driver):
     """The asyncio twin of :class:`RetentionDriver`, for ``redis.asyncio`` clients (standalone or cluster).
 
-    Takes the same arguments; ``sweep``, ``run``, ``start`` and ``stop`` are coroutines.
+    Takes the same arguments, and ``fold_conn``; ``sweep``, ``run``, ``start`` and ``stop`` are coroutines.
     Archived streams are folded by the same blocking code as the sync driver's,
     on a worker thread (``asyncio.to_thread``) so the event loop never waits on
     the archive: that needs ``fold_conn``, a synchronous ``redis.Redis`` (or
@@ -522,9 +526,12 @@ class AsyncRetentionDriver(_Driver):
         InvalidPolicy: as :class:`RetentionDriver`; also an archived entry with no ``fold_conn``.
     """
 
-    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, fold_conn: Any = None,
-                 **options: Any) -> None:
-        super().__init__(conn, policy, **options)
+    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None = None,
+                 fold_conn: Any = None, fold_min_entries: int = 1, tick: float = DEFAULT_TICK,
+                 clock: Callable[[], datetime] = utc_now, max_backoff: float = DEFAULT_MAX_BACKOFF,
+                 measure_lengths: bool = False, on_report: Callable[[SweepReport], None] | None = None) -> None:
+        super().__init__(conn, policy, archive=archive, fold_min_entries=fold_min_entries, tick=tick, clock=clock,
+                         max_backoff=max_backoff, measure_lengths=measure_lengths, on_report=on_report)
         if self.policy.archived and fold_conn is None:
             raise InvalidPolicy("an AsyncRetentionDriver folds archived streams on a worker thread with a "
                                 "synchronous client: pass fold_conn=redis.Redis(...) (or a RedisCluster) "
@@ -552,7 +559,8 @@ class AsyncRetentionDriver(_Driver):
         try:
             for command in self._commands(calls):
                 pipe.execute_command(*command)
-            return await pipe.execute(raise_on_error=False)
+            answers: list[Any] = await pipe.execute(raise_on_error=False)
+            return answers
         except REDIS_ERRORS as exc:
             return exc
         finally:

@@ -132,6 +132,7 @@ def preview(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: datetime,
     node_entries = _node_entries(conn) if approx else None
     rows = {call.key: _one(conn, call, node_entries) for call in calls}
     for entry, window in archived:
+        assert archive is not None  # checked_archive refuses archived entries without one
         rows[entry.key] = _one_archived(conn, entry, window, archive, node_entries, fold_min_entries)
     return tuple(rows[entry.key] for entry in policy.entries)
 

@@ -32,12 +32,12 @@ that were meant to fold first and would not. ``docs/policy.md`` describes every 
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from retain import _fields, _toml
 from retain._fields import Where
@@ -45,7 +45,7 @@ from retain.clock import parse_rfc3339
 from retain.errors import InvalidArchive, InvalidInput, InvalidPolicy
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
 from retain.retention.policy import Policy, StreamPolicy
-from retain.windows import MaxAge, MaxLen, MinId, Window
+from retain.windows import MaxAge, MaxLen, MinId
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, obstore) is loaded by open_archive.
@@ -63,6 +63,8 @@ S3_FIELDS = ("endpoint", "region", "access_key_id", "secret_access_key", "sessio
 ARCHIVE_FIELDS = ("url", *S3_FIELDS, "min_entries")
 #: archive URL schemes a daemon may fold into: a path without a scheme is a local directory
 ARCHIVE_SCHEMES = ("", "file", "s3", "s3a")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,7 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
     where = Where(source, InvalidPolicy)
     _fields.refuse_unknown(document, TOP_FIELDS, where)
     prefix = _fields.string(document, "prefix", where, default=DEFAULT_PREFIX)
+    assert prefix is not None  # a default was given
     _checked(lambda: _PROBES["prefix"](prefix), where, "prefix")
     tables = document.get("stream")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
@@ -236,7 +239,7 @@ def _stream(table: dict[str, Any], prefix: str, where: Where) -> StreamRef | Raw
     for name in ("queue", "name"):
         if name not in table:
             raise InvalidPolicy(f"{where.field(name)}: missing: give queue and name, or key")
-    values = {"queue": table["queue"], "name": table["name"],
+    values: dict[str, Any] = {"queue": table["queue"], "name": table["name"],
               "prefix": _fields.string(table, "prefix", where, default=prefix)}
     # StreamRef checks all three parts at once; probe each alone to name the field that is wrong.
     for part, probe in _PROBES.items():
@@ -244,14 +247,14 @@ def _stream(table: dict[str, Any], prefix: str, where: Where) -> StreamRef | Raw
     return StreamRef(values["queue"], values["name"], values["prefix"])
 
 
-_PROBES = {
+_PROBES: dict[str, Callable[[Any], str]] = {
     "queue": lambda queue: stream_key(queue, "n"),
     "name": lambda name: stream_key("q", name),
     "prefix": lambda prefix: stream_key("q", "n", prefix),
 }
 
 
-def _window(table: dict[str, Any], where: Where) -> Window:
+def _window(table: dict[str, Any], where: Where) -> MaxLen | MinId | MaxAge:
     given = [name for name in WINDOW_FIELDS if name in table]
     if len(given) != 1:
         found = f"got {', '.join(given)}" if given else "got none"
@@ -286,7 +289,7 @@ def _instant(value: object, where: Where) -> datetime:
     return value
 
 
-def _checked(build: Any, where: Where, name: str) -> Any:
+def _checked(build: Callable[[], T], where: Where, name: str) -> T:
     try:
         return build()
     except InvalidPolicy:
