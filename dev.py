@@ -3,6 +3,8 @@
 
     python3 dev.py demo [ARGS...]   run the main job on embedded defaults
     python3 dev.py test [ARGS...]   run the whole test suite (ARGS go to pytest)
+    python3 dev.py floor [ARGS...]  run the streams, retention and archive tests on the lowest
+                                    redis-py pyproject.toml admits (ARGS go to pytest)
     python3 dev.py bench NAME       run bench/NAME.py
 
 Each command creates ``.venv`` beside this file on first use, or reuses it,
@@ -10,6 +12,12 @@ and installs the project into it. The install is redone only when
 ``pyproject.toml`` changes. Debian and Ubuntu ship python3 without
 ``ensurepip`` unless ``python3-venv`` is installed; in that case the venv is
 made without pip and pip is bootstrapped from its own wheel on PyPI.
+
+``floor`` installs exactly the redis-py that ``pyproject.toml``'s ``redis>=X``
+names (and its own dependencies) into ``.venv-redis-floor/``, again only when
+that version changes, and puts it first on ``PYTHONPATH`` so that it shadows
+the venv's own redis-py; ``RETAIN_EXPECT_REDIS`` tells the tests which version
+they must find, so the run proves what it ran on.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,7 +37,11 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".retain-installed"
-EXTRAS = {"demo": "", "test": "[test]", "bench": "[test]"}
+EXTRAS = {"demo": "", "test": "[test]", "floor": "[test]", "bench": "[test]"}
+FLOOR = ROOT / ".venv-redis-floor"
+FLOOR_STAMP = FLOOR / ".retain-installed"
+#: the parts that talk to Redis through redis-py: the driver, the cluster, the fold
+FLOOR_TESTS = ["tests/streams", "tests/retention", "tests/archive"]
 
 
 def main(argv: list[str]) -> int:
@@ -41,6 +55,12 @@ def main(argv: list[str]) -> int:
         return run([str(VENV / "bin" / "retain"), "demo", *rest])
     if command == "test":
         return run([str(PYTHON), "-m", "pytest", *rest])
+    if command == "floor":
+        version = redis_floor()
+        ensure_floor(version)
+        path = os.pathsep.join(filter(None, [str(FLOOR), os.environ.get("PYTHONPATH")]))
+        return run([str(PYTHON), "-m", "pytest", *FLOOR_TESTS, *rest],
+                   PYTHONPATH=path, RETAIN_EXPECT_REDIS=version)
     if not rest:
         print("usage: python3 dev.py bench NAME [ARGS...]", file=sys.stderr)
         return 2
@@ -48,9 +68,29 @@ def main(argv: list[str]) -> int:
     return run([str(PYTHON), "-P", str(ROOT / "bench" / f"{rest[0]}.py"), *rest[1:]])
 
 
-def run(cmd: list[str]) -> int:
-    env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+def run(cmd: list[str], **extra: str) -> int:
+    env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", **extra)
     return subprocess.call(cmd, cwd=ROOT, env=env)
+
+
+def redis_floor() -> str:
+    """The lowest redis-py ``pyproject.toml`` admits: X in its ``redis[...]>=X`` dependency."""
+    found = re.search(r'"redis(?:\[[^\]]*\])?\s*>=\s*([0-9][0-9.]*)', (ROOT / "pyproject.toml").read_text())
+    if found is None:
+        sys.exit("dev.py: pyproject.toml names no redis>=X dependency to take the floor from")
+    return found[1]
+
+
+def ensure_floor(version: str) -> None:
+    """Exactly redis==``version`` and its own dependencies in FLOOR; reinstalled only when the version changes."""
+    wanted = f"redis=={version}"
+    if FLOOR_STAMP.exists() and FLOOR_STAMP.read_text() == wanted:
+        return
+    print(f"dev.py: installing {wanted} into {FLOOR}", file=sys.stderr)
+    shutil.rmtree(FLOOR, ignore_errors=True)
+    subprocess.check_call([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                           "--target", str(FLOOR), wanted])
+    FLOOR_STAMP.write_text(wanted)
 
 
 def ensure_venv() -> None:
