@@ -1,0 +1,84 @@
+"""The import graph: no part imports a layer above it, whether at the top of a module, in a function or for typing.
+
+The layers, lowest first (docs/development.md draws them):
+
+- the vocabulary: ``retain`` itself, ``errors``, ``windows``, ``durations``,
+  ``ids``, ``clock`` and the private boundaries ``_redis``, ``_fields``, ``_toml``;
+- ``retain.streams``: keys and the trim verb, on the vocabulary alone;
+- ``retain.archive``: on the vocabulary and ``retain.streams``;
+- ``retain.retention``: on all of the above.
+
+Each part is checked twice: every ``import`` statement in its source, read
+(so a lazy import inside a function counts), and what importing it in a fresh
+interpreter actually loads.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import retain
+
+SOURCE = Path(retain.__file__).resolve().parent
+VOCABULARY = {"retain", "retain.errors", "retain.windows", "retain.durations", "retain.ids", "retain.clock",
+              "retain._redis", "retain._fields", "retain._toml"}
+#: part -> the parts (besides itself) it may import
+ALLOWED = {
+    "vocabulary": VOCABULARY,
+    "retain.streams": VOCABULARY - {"retain._toml"},
+    "retain.archive": VOCABULARY | {"retain.streams"},
+    "retain.retention": VOCABULARY | {"retain.streams", "retain.archive"},
+}
+
+
+def part_of(module: str) -> str:
+    """The part a ``retain...`` module belongs to: its package (``retain.streams``) or a vocabulary module."""
+    head = ".".join(module.split(".")[:2])
+    return head if head in VOCABULARY or (SOURCE / head.split(".")[1]).is_dir() else "retain"
+
+
+def files_of(part: str) -> list[Path]:
+    if part == "vocabulary":
+        return [SOURCE / "__init__.py", *(SOURCE / f"{name.split('.')[1]}.py" for name in VOCABULARY - {"retain"})]
+    return sorted((SOURCE / part.split(".")[1]).glob("*.py"))
+
+
+def imported(path: Path) -> set[str]:
+    """Every retain module ``path`` imports, wherever the statement stands."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # ``from retain import _fields`` imports the module retain._fields
+            found |= {f"{node.module}.{alias.name}" for alias in node.names} if node.module == "retain" \
+                else {node.module}
+    return {name for name in found if name == "retain" or name.startswith("retain.")}
+
+
+class TestImportGraph:
+    @pytest.mark.parametrize("part", list(ALLOWED))
+    def test_no_part_imports_a_layer_above_it(self, part):
+        """Every import statement of a part names itself or a part below it."""
+        own = VOCABULARY if part == "vocabulary" else {part}
+        wrong = sorted(f"{path.relative_to(SOURCE.parent)}: {name}" for path in files_of(part)
+                       for name in imported(path) if part_of(name) not in own | ALLOWED[part])
+        assert not wrong, f"{part} imports above itself: {wrong}"
+
+    @pytest.mark.parametrize(("part", "absent"), [
+        ("retain.streams", ["retain.archive", "retain.retention", "pyarrow", "obstore"]),
+        ("retain.archive", ["retain.retention"]),
+        # retention loads the archive (pyarrow, obstore) only when a policy archives
+        ("retain.retention", ["retain.archive", "pyarrow", "obstore"]),
+    ])
+    def test_a_fresh_import_loads_nothing_above(self, part, absent):
+        """Importing a part in a fresh interpreter loads no layer above it (nor the archive's heavy libraries)."""
+        code = f"import sys, {part}; print(sorted(set({absent!r}) & set(sys.modules)))"
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "[]"
