@@ -3,7 +3,7 @@
 import pytest
 
 from retain.errors import InvalidStreamName
-from retain.streams import RawKey, StreamRef, stream_key
+from retain.streams import RawKey, StreamRef, key_of, stream_key
 
 
 class TestStreamRef:
@@ -60,3 +60,16 @@ class TestRawKey:
         """Empty, over-long, whitespace and control-character keys are refused."""
         with pytest.raises(InvalidStreamName, match=message):
             RawKey(key)
+
+
+class TestKeyOf:
+    @pytest.mark.parametrize("stream", [StreamRef("q", "s"), RawKey("legacy:feed")])
+    def test_the_key(self, stream):
+        """A StreamRef or RawKey gives its Redis key."""
+        assert key_of(stream) == stream.key
+
+    @pytest.mark.parametrize("stream", ["emq:{q}:stream:s", None, ("q", "s")])
+    def test_anything_else_is_refused(self, stream):
+        """Anything else is refused before any I/O, saying what arrived."""
+        with pytest.raises(InvalidStreamName, match=r"stream must be a StreamRef or RawKey \(got "):
+            key_of(stream)
