@@ -72,6 +72,7 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
     stream = RawKey(raw_key) if raw_key else StreamRef(queue, name, prefix)  # type: ignore[arg-type]
     approx = not exact
     now = utc_now()
+    window: MaxLen | MaxAge | MinId
     if maxlen is not None:
         window = MaxLen(maxlen, approx)
     elif max_age is not None:
