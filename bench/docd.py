@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from retain.logd.client import Client
-from retain.logd.tags import AutoId
+from retain.wire.tags import AutoId
 from retain.servers import free_port
 
 ROUNDS = 3

@@ -89,7 +89,7 @@ def exchange(address, data: bytes, answers: int) -> list[bytes]:
     """Send raw bytes to a stream server and return the first ``answers`` documents it sends back, unparsed."""
     import socket
 
-    from retain.logd.protocol import Framer
+    from retain.wire.documents import Framer
 
     framer, found = Framer(1 << 24), []
     with socket.create_connection(address, timeout=60) as raw:

@@ -13,8 +13,8 @@ from retain.docd import DocdServer, Owners, ThreadedServer, fan_out, route
 from retain.docd.render import render_answer
 from retain.errors import OwnerUnavailable
 from retain.logd.client import Client
-from retain.logd.protocol import load
-from retain.logd.tags import AutoId
+from retain.wire.documents import load
+from retain.wire.tags import AutoId
 from tests.docd.conftest import exchange
 from tests.logd.conftest import FakeClock
 

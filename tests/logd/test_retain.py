@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from retain.errors import (InvalidRetain, NotFound, ReadBudgetExceeded, SchemaViolation, StorageError)
 from retain.logd import RetainResult, run_retain
-from retain.logd.protocol import load
+from retain.wire.documents import load
 from retain.clock import format_rfc3339
-from retain.logd.tags import AutoId, LogdKey, Or, Raw
+from retain.wire.tags import AutoId, LogdKey, Or, Raw
 from retain.logd.verbs import Context, handle
 from tests.logd.conftest import START
 from tests.logd.test_retain_rules import SEED_REQUEST

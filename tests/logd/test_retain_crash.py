@@ -18,7 +18,7 @@ EVENTS_RULE = {"path": "events(*)", "age": ".at", "after": "1y"}
 CHILD = """
 import os, signal, sys
 from retain.logd import Store, run_retain
-from retain.logd.tags import Or
+from retain.wire.tags import Or
 batches = []
 def die_before_the_second_batch(rule_index, paths):
     batches.append(paths)

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from retain.errors import InvalidRequest, InvalidRetain
 from retain.logd.paths import parse
-from retain.logd.protocol import load
+from retain.wire.documents import load
 from retain.clock import format_rfc3339, parse_rfc3339
 from retain.logd.retain_rules import DEFAULT_BATCH, RetainRequest, item_pattern, parse_retain, select
-from retain.logd.tags import Or
+from retain.wire.tags import Or
 from tests.strategies import retain_items
 
 NOW = datetime(2026, 9, 12, 8, 0, tzinfo=timezone.utc)

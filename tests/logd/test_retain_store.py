@@ -15,7 +15,7 @@ from retain.logd import Store
 from retain.logd.draft import Draft
 from retain.logd.paths import parse
 from retain.logd.settings import Settings
-from retain.logd.tags import LogdKey
+from retain.wire.tags import LogdKey
 from retain.logd.view import iter_items, list_items
 
 PREFETCH = Draft.prefetch  # the real one, kept before any example swaps it out

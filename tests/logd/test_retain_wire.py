@@ -18,11 +18,11 @@ from retain.cli import main
 from retain.errors import InvalidDocument, InvalidPolicy
 from retain.logd import Store
 from retain.logd.client import Client
-from retain.logd.protocol import dump_braced, load
+from retain.wire.documents import dump_braced, load
 from retain.logd.schedule import describe_answer, parse_schedule, run_schedule
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
-from retain.logd.tags import Or
+from retain.wire.tags import Or
 from tests.logd.test_retain import SEED_RESULT, seed_scene
 from tests.logd.test_retain_rules import SEED_REQUEST
 

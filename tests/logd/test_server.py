@@ -12,10 +12,10 @@ import pytest
 
 from retain.errors import NotFound, PreconditionFailed, ServerUnavailable
 from retain.logd.client import AsyncClient, Client, parse_address
-from retain.logd.protocol import Framer, Limits, load
+from retain.wire.documents import Framer, Limits, load
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
-from retain.logd.tags import LogdKey
+from retain.wire.tags import LogdKey
 
 LIMITS = Limits(max_bytes=1024 * 1024, max_depth=64)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from retain.logd.protocol import Limits
+from retain.wire.documents import Limits
 
 __all__ = ["docd"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from retain.logd.protocol import Limits
+from retain.wire.documents import Limits
 
 __all__ = ["logd", "session_options"]
 
@@ -112,7 +112,7 @@ def request_command(file: click.utils.LazyFile, address: str, author: str | None
         echo '{list: {path: jobs.*}}' | retain logd request - --connect 127.0.0.1:7420
     """
     from retain.logd.client import Client, parse_address
-    from retain.logd.protocol import dump, load, split_documents
+    from retain.wire.documents import dump, load, split_documents
 
     requests = [load(text)[0] for text in split_documents(file.read())]
     if not requests:
@@ -145,7 +145,7 @@ def retain_command(file: click.utils.LazyFile, address: str, author: str | None,
         retain logd retain expire.yaml --now 2026-09-12T08:00:00Z --scope trial-1
     """
     from retain.logd.client import Client, parse_address
-    from retain.logd.protocol import dump, dump_braced, load
+    from retain.wire.documents import dump, dump_braced, load
     from retain.logd.retain_rules import parse_retain
 
     document, _ = load(file.read())
@@ -184,7 +184,7 @@ def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
     import threading
 
     from retain.logd.client import parse_address
-    from retain.logd.protocol import dump_braced
+    from retain.wire.documents import dump_braced
     from retain.clock import utc_now
     from retain.logd.schedule import describe_answer, load_schedule, run_schedule, send_retain
 

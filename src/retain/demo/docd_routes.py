@@ -15,7 +15,7 @@ from retain.logd import Store
 from retain.logd.client import Client
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
-from retain.logd.tags import AutoId, Or
+from retain.wire.tags import AutoId, Or
 from retain.servers import RedisServer
 
 __all__ = ["docd_routes"]

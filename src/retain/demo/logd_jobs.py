@@ -13,10 +13,10 @@ from rich.table import Table
 from retain.errors import PreconditionFailed, SchemaViolation
 from retain.logd import Store
 from retain.logd.client import Client
-from retain.logd.protocol import dump_braced, load
+from retain.wire.documents import dump_braced, load
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
-from retain.logd.tags import AutoId
+from retain.wire.tags import AutoId
 from retain.servers import RedisServer
 
 __all__ = ["logd_jobs"]

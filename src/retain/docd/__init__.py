@@ -19,7 +19,7 @@ from retain.docd.render import render_answer
 from retain.docd.router import (Fanout, Forward, Owner, OwnerRequest, RuleRoute, SessionChange, answer_forward,
                                 answer_retain, delta_from, route)
 from retain.docd.server import DocdServer
-from retain.docd.serving import StreamServer
+from retain.wire.serving import StreamServer
 from retain.logd.server import ThreadedServer, serve_forever
 
 __all__ = [

@@ -28,9 +28,9 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from retain.docd.serving import Link, Reply, StreamServer
+from retain.wire.serving import Link, Reply, StreamServer
 from retain.errors import InvalidInput, Unsupported
-from retain.logd.protocol import Format, Limits, answer_error, parse_request
+from retain.wire.documents import Format, Limits, answer_error, parse_request
 from retain.logd.store import Store
 from retain.logd.verbs import VERBS, Context, handle
 

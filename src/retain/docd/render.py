@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from retain.logd.tags import Or
+from retain.wire.tags import Or
 
 __all__ = ["render_answer"]
 

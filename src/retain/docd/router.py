@@ -36,7 +36,7 @@ from retain.docd.mounts import LOGD, Mount, MountTable
 from retain.errors import InvalidInput, InvalidRequest, InvalidRetain, StorageError, Unsupported
 from retain.logd.client import Address
 from retain.logd.paths import ROOT, Field, Path, Wild, check_key, parse
-from retain.logd.protocol import answer_error, parse_request
+from retain.wire.documents import answer_error, parse_request
 from retain.logd.retain_rules import parse_retain
 
 __all__ = ["ROUTED", "Fanout", "Forward", "Owner", "OwnerRequest", "Plan", "RuleRoute", "SessionChange",

@@ -22,8 +22,8 @@ from retain.clock import utc_now
 from retain.docd.mounts import MountTable
 from retain.docd.owners import Owners, fan_out
 from retain.docd.router import Fanout, Forward, SessionChange, answer_forward, delta_from, route
-from retain.docd.serving import Link, Reply, StreamServer
-from retain.logd.protocol import Format, Limits, answer_result
+from retain.wire.serving import Link, Reply, StreamServer
+from retain.wire.documents import Format, Limits, answer_result
 
 __all__ = ["DocdServer"]
 

@@ -24,7 +24,7 @@ from retain.logd.settings import Settings, Tier
 from retain.logd.sqlite import SqliteBackend
 from retain.logd.storage import Backend
 from retain.logd.store import Compaction, Delta, Listing, Read, ScopeInfo, Session, Store, Written
-from retain.logd.tags import AutoId, LogdKey, Or, Raw
+from retain.wire.tags import AutoId, LogdKey, Or, Raw
 
 __all__ = [
     "AsyncClient",

@@ -1,6 +1,6 @@
 """Python clients of a logd stream socket: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio).
 
-Both speak JSON on the wire by default (the tag objects of :mod:`retain.logd.tags`
+Both speak JSON on the wire by default (the tag objects of :mod:`retain.wire.tags`
 travel in their JSON spelling), pipeline freely, and raise an error answer as the
 :class:`~retain.errors.LogdError` subclass of its code.
 
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from retain.errors import LOGD_ERRORS, Compacted, InvalidInput, LogdError, ServerUnavailable
-from retain.logd.protocol import Format, Framer, Limits, TooLarge, frame, load
+from retain.wire.documents import Format, Framer, Limits, TooLarge, frame, load
 from retain.logd.store import Listing, Read
 
 __all__ = ["Address", "AsyncClient", "Client", "error_from", "parse_address"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from retain.errors import InvalidRequest
-from retain.logd.tags import Or
+from retain.wire.tags import Or
 
 __all__ = ["ABSENT", "check_pattern", "matches"]
 

@@ -26,7 +26,7 @@ from retain import _fields
 from retain._fields import Where
 from retain.errors import InvalidRequest, SchemaViolation
 from retain.logd.paths import Field, Index, Key, Path, Wild, check_key, parse_pattern
-from retain.logd.tags import AutoId, LogdKey, Raw
+from retain.wire.tags import AutoId, LogdKey, Raw
 
 __all__ = ["Keying", "Rule", "Schema", "tag_text"]
 

@@ -36,7 +36,7 @@ from starlette.routing import Route
 
 from retain.errors import InvalidDocument, LogdError
 from retain.logd.paths import Path
-from retain.logd.protocol import Format, Framer, Limits, TooLarge, answer_error, dump, frame, load
+from retain.wire.documents import Format, Framer, Limits, TooLarge, answer_error, dump, frame, load
 from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
 from retain.logd.verbs import Context, delta_document, handle, respond

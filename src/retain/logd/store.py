@@ -33,7 +33,7 @@ from retain.logd.schema import Schema
 from retain.logd.settings import Settings
 from retain.logd.sqlite import SqliteBackend
 from retain.logd.storage import BASELINE, Backend, CommitRecord
-from retain.logd.tags import from_plain, to_plain
+from retain.wire.tags import from_plain, to_plain
 from retain.logd.view import View, list_items, read_value
 
 __all__ = ["Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written", "delta_for"]

@@ -21,7 +21,7 @@ from retain._fields import Where
 from retain.clock import parse_rfc3339
 from retain.errors import InvalidDocument, InvalidRequest, LogdError, StorageError, Unsupported
 from retain.logd.paths import ROOT, Path, parse
-from retain.logd.protocol import Format, Limits, TooLarge, answer_error, answer_result, load, parse_request
+from retain.wire.documents import Format, Limits, TooLarge, answer_error, answer_result, load, parse_request
 from retain.logd.retain import run_retain
 from retain.logd.store import Delta, Session, Store
 

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from retain.errors import InvalidDocument, InvalidRequest
-from retain.logd.protocol import END, Framer, Limits, TooLarge, dump, frame, load, parse_request, split_documents
-from retain.logd.tags import AutoId, LogdKey, Or, Raw
+from retain.wire.documents import END, Framer, Limits, TooLarge, dump, frame, load, parse_request, split_documents
+from retain.wire.tags import AutoId, LogdKey, Or, Raw
 from tests.strategies import logd_values
 
 TAGGED = {"if": {"jobs.j1": {"status": Or(("done", "canceled"))}},

@@ -1,6 +1,6 @@
 """Documents on a stream socket, answered in order: what docd and the controller kit both serve on.
 
-The framing is logd's (:mod:`retain.logd.protocol`): YAML or JSON documents, each
+The framing is logd's (:mod:`retain.wire.documents`): YAML or JSON documents, each
 ended by a line ``...``, both ways; each answer in its request's format. Every
 connection gets a :class:`Conversation` of its own, which answers its requests one
 after another, so answers come back in request order and a request sent behind
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from retain.errors import InvalidDocument, LogdError, StorageError
-from retain.logd.protocol import Format, Framer, Limits, TooLarge, answer_error, frame, load
+from retain.wire.documents import Format, Framer, Limits, TooLarge, answer_error, frame, load
 from retain.logd.server import StreamSockets
 
 __all__ = ["Conversation", "Link", "Reply", "StreamServer"]

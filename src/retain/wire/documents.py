@@ -12,11 +12,11 @@ Loading is safe by construction: documents are read from the YAML *event* stream
 - map keys are strings as written (``1: a`` has the key ``"1"``); a duplicate key is refused.
 
 A document in seed 004's braced shape -- ``{retain: {`` on the first line, block content,
-``}}`` on the last -- reads as the block document it stands for (:mod:`retain.logd.braced`),
+``}}`` on the last -- reads as the block document it stands for (:mod:`retain.wire.braced`),
 and as plain YAML only when that fails; :func:`dump_braced` writes answers in that shape.
 
 A document whose text parses as JSON is JSON, with tags spelled ``{"!or": [...]}``
-(see :mod:`retain.logd.tags`); it is answered in JSON. Everything else is YAML
+(see :mod:`retain.wire.tags`); it is answered in JSON. Everything else is YAML
 (which may use the JSON spelling of a tag too).
 
 On a stream (TCP or Unix socket) each document ends with a line ``...`` -- the YAML
@@ -34,8 +34,8 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import ScalarNode
 
 from retain.errors import InvalidDocument, InvalidRequest, LogdError
-from retain.logd.braced import brace, unbrace
-from retain.logd.tags import TAG_NAMES, AutoId, LogdKey, Or, Raw, build, from_plain, to_plain
+from retain.wire.braced import brace, unbrace
+from retain.wire.tags import TAG_NAMES, AutoId, LogdKey, Or, Raw, build, from_plain, to_plain
 
 __all__ = ["END", "Format", "Framer", "Limits", "TooLarge", "answer_error", "answer_result", "dump", "dump_braced",
            "frame", "load", "parse_request", "split_documents"]
