@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from retain.errors import LOGD_ERRORS, Compacted, InvalidInput, LogdError, ServerUnavailable
-from retain.wire.documents import Format, Framer, Limits, TooLarge, frame, load
 from retain.logd.store import Listing, Read
+from retain.wire import Format, Framer, Limits, TooLarge, frame, load
 
 __all__ = ["Address", "AsyncClient", "Client", "error_from", "parse_address"]
 
@@ -43,7 +43,7 @@ def parse_address(text: str) -> Address:
 def error_from(answer: dict[str, Any]) -> LogdError:
     """The exception an ``{error: {code, message}}`` answer stands for."""
     error = answer.get("error") or {}
-    cls = LOGD_ERRORS.get(error.get("code"), LogdError)
+    cls = LOGD_ERRORS.get(str(error.get("code")), LogdError)
     message = error.get("message", "logd answered an error without a message")
     return cls(message) if cls is not Compacted else Compacted(message)
 
@@ -74,7 +74,8 @@ class _Base:
     def _result(verb: str, answer: dict[str, Any]) -> dict[str, Any]:
         if "error" in answer:
             raise error_from(answer)
-        return answer["result"][verb]
+        result: dict[str, Any] = answer["result"][verb]
+        return result
 
     @staticmethod
     def _body(**fields: Any) -> dict[str, Any]:
@@ -152,7 +153,8 @@ class Client(_Base):
     def patch(self, ops: Sequence[Any], *, precondition: dict[str, Any] | None = None,
               author: str | None = None) -> int:
         """Apply ops as one commit; returns its number."""
-        return self.call("patch", ops=list(ops), if_=precondition, author=author)["commit"]
+        commit: int = self.call("patch", ops=list(ops), if_=precondition, author=author)["commit"]
+        return commit
 
     def get(self, path: str | None = None, *, at: int | None = None) -> Read:
         result = self.call("get", path=path, at=at)
@@ -240,7 +242,8 @@ class AsyncClient(_Base):
 
     async def patch(self, ops: Sequence[Any], *, precondition: dict[str, Any] | None = None,
                     author: str | None = None) -> int:
-        return (await self.call("patch", ops=list(ops), if_=precondition, author=author))["commit"]
+        commit: int = (await self.call("patch", ops=list(ops), if_=precondition, author=author))["commit"]
+        return commit
 
     async def get(self, path: str | None = None, *, at: int | None = None) -> Read:
         result = await self.call("get", path=path, at=at)
