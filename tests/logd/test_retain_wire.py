@@ -148,7 +148,7 @@ class TestRacingWriters:
                         while not done.is_set():
                             name = f"j{(sequence * 21 + number * 30) % jobs:03d}"  # every third job
                             commit = logd.patch([{"set": f"jobs.{name}", "value": {
-                                "status": "running", "updatedAt": "2026-09-12T07:59:00Z", "writer": number}}])
+                                "status": "running", "updatedAt": "2026-09-12T07:59:00Z", "writer": number}}]).commit
                             writes.append((name, commit))
                             sequence += 1
                 except BaseException as exc:  # surfaced below

@@ -14,6 +14,7 @@ from retain.errors import NotFound, PreconditionFailed, ServerUnavailable
 from retain.logd.client import AsyncClient, Client, parse_address
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
+from retain.logd.store import Written
 from retain.wire import Framer, Limits, LogdKey, load
 from tests.helpers.logd import LIMITS
 
@@ -303,6 +304,17 @@ class TestClient:
     def test_parse_address(self, text, address):
         """HOST:PORT or a socket path."""
         assert parse_address(text) == address
+
+    def test_patch_returns_what_a_session_returns(self, served, store):
+        """Client.patch and AsyncClient.patch return a Written, as Session.patch does."""
+        async def twin():
+            async with await AsyncClient.connect(served.address) as logd:
+                return await logd.patch([{"set": "b", "value": 2}])
+
+        with Client(served.address) as logd:
+            assert logd.patch([{"set": "a", "value": 1}]) == Written(1)
+        assert asyncio.run(twin()) == Written(2)
+        assert store.session().patch([{"set": "c", "value": 3}]) == Written(3)
 
     def test_yaml_wire(self, served):
         """The client can speak YAML too; answers decode the same."""

@@ -6,7 +6,7 @@ travel in their JSON spelling), pipeline freely, and raise an error answer as th
 
 Example:
     >>> with Client(("127.0.0.1", 7420), author="verse/ops") as logd:
-    ...     commit = logd.patch([{"set": "jobs.j1", "value": {"status": "done"}}])
+    ...     commit = logd.patch([{"set": "jobs.j1", "value": {"status": "done"}}]).commit
     ...     logd.get("jobs.j1").value
     {'status': 'done'}
 """
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from retain.errors import LOGD_ERRORS, Compacted, InvalidInput, LogdError, ServerUnavailable
-from retain.logd.store import Listing, Read
+from retain.logd.store import Listing, Read, Written
 from retain.wire import Format, Framer, Limits, TooLarge, frame, load
 
 __all__ = ["Address", "AsyncClient", "Client", "error_from", "parse_address"]
@@ -151,10 +151,9 @@ class Client(_Base):
         return self._result(verb, self.request({verb: self._body(**body)}))
 
     def patch(self, ops: Sequence[Any], *, precondition: dict[str, Any] | None = None,
-              author: str | None = None) -> int:
-        """Apply ops as one commit; returns its number."""
-        commit: int = self.call("patch", ops=list(ops), if_=precondition, author=author)["commit"]
-        return commit
+              author: str | None = None) -> Written:
+        """Apply ops as one commit (as :meth:`Session.patch <retain.logd.Session.patch>` does); returns it."""
+        return Written(self.call("patch", ops=list(ops), if_=precondition, author=author)["commit"])
 
     def get(self, path: str | None = None, *, at: int | None = None) -> Read:
         result = self.call("get", path=path, at=at)
@@ -241,9 +240,8 @@ class AsyncClient(_Base):
         return self._result(verb, await self.request({verb: self._body(**body)}))
 
     async def patch(self, ops: Sequence[Any], *, precondition: dict[str, Any] | None = None,
-                    author: str | None = None) -> int:
-        commit: int = (await self.call("patch", ops=list(ops), if_=precondition, author=author))["commit"]
-        return commit
+                    author: str | None = None) -> Written:
+        return Written((await self.call("patch", ops=list(ops), if_=precondition, author=author))["commit"])
 
     async def get(self, path: str | None = None, *, at: int | None = None) -> Read:
         result = await self.call("get", path=path, at=at)
