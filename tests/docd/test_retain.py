@@ -14,8 +14,8 @@ from retain.docd.render import render_answer
 from retain.errors import OwnerUnavailable
 from retain.logd.client import Client
 from retain.wire import AutoId, load
-from tests.helpers.docd import exchange
 from tests.helpers.logd import FakeClock
+from tests.helpers.wire import exchange
 
 SEED_REQUEST = b"""{retain: {now: "2026-09-12T08:00:00Z", what: [
   {path: jobs.*, match: {status: !or [done, canceled]}, age: .updatedAt, after: 1d},

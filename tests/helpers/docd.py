@@ -1,14 +1,12 @@
-"""Helpers for docd's tests: the world of owners the ``world`` fixture starts, and raw exchanges."""
+"""Helpers for docd's tests: the world of owners the ``world`` fixture starts."""
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from retain.docd import MountTable, ThreadedServer
 from retain.logd import Client, ServerThread, Store
-from retain.wire import Framer
 from tests.helpers.logd import FakeClock
 
 
@@ -48,15 +46,3 @@ class World:
 
     def client(self, server: ThreadedServer | ServerThread, **options) -> Client:
         return Client(server.address, **options)
-
-
-def exchange(address, data: bytes, answers: int) -> list[bytes]:
-    """Send raw bytes to a stream server and return the first ``answers`` documents it sends back, unparsed."""
-    framer, found = Framer(1 << 24), []
-    with socket.create_connection(address, timeout=60) as raw:
-        raw.sendall(data)
-        while len(found) < answers:
-            chunk = raw.recv(65536)
-            assert chunk, "the server closed the connection"
-            found.extend(framer.feed(chunk))
-    return found[:answers]
