@@ -227,7 +227,8 @@ class Session:
         """The tree as this session sees it at ``at`` (the head when None)."""
         return View(self.store.backend, self.store.readable(at), self.scope_id)
 
-    def patch(self, ops: Iterable[Op | Mapping[str, Any]], *, precondition: Mapping[str, Any] | None = None,
+    def patch(self, ops: Iterable[Op | Mapping[str, Any]], *,
+              precondition: Mapping[str, Any] | Mapping[Path, Any] | None = None,
               author: str | None = None) -> Written:
         """Apply ``ops`` as one commit if ``precondition`` holds; all or nothing.
 
