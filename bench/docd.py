@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from retain.logd.client import Client
-from retain.logd.tags import AutoId
 from retain.servers import free_port
+from retain.wire import AutoId
 
 ROUNDS = 3
 READS = 5_000

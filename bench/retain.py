@@ -39,7 +39,7 @@ sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Pa
 
 from retain.logd import Store, run_retain  # noqa: E402
 from retain.logd.settings import Settings  # noqa: E402
-from retain.logd.tags import Or  # noqa: E402
+from retain.wire import Or  # noqa: E402
 
 ITEMS = 1_000_000
 ROUNDS = 3

@@ -8,6 +8,7 @@ import retain.logd
 import retain.retention
 import retain.servers
 import retain.streams
+import retain.wire
 
 
 def test_retain():
@@ -80,17 +81,32 @@ def test_logd_errors():
 
 
 def test_docd():
-    """retain.docd exports the mount table, the pure router and its plans, the servers and the controller kit."""
+    """retain.docd exports the mount table, the pure router and its plans, its server and the controller kit,
+    and how to run them."""
     assert sorted(retain.docd.__all__) == sorted([
         "LOGD", "UNSUPPORTED", "Controller", "DocdServer", "Fanout", "Forward", "Mount", "MountTable", "Owner",
-        "OwnerRequest", "Owners", "RuleRoute", "SessionChange", "StreamServer", "ThreadedServer", "answer_forward",
+        "OwnerRequest", "Owners", "RuleRoute", "SessionChange", "ThreadedServer", "answer_forward",
         "answer_retain", "controller_verbs", "delta_from", "fan_out", "load_mounts", "parse_mounts", "render_answer",
         "route", "serve_forever",
     ])
 
 
+def test_wire():
+    """retain.wire exports the documents (formats, tags, bounds, framing), the request and answer shapes, the
+    connection loop and the servers it runs in, and how to run them."""
+    assert sorted(retain.wire.__all__) == sorted([
+        "Format", "TAG_NAMES", "AutoId", "LogdKey", "Or", "Raw", "from_plain", "to_plain",
+        "answer_format", "dump", "dump_braced", "load", "receive", "split_documents", "FlowDumper", "represent_str",
+        "Limits", "TooLarge", "refuse_size", "END", "Framer", "frame",
+        "answer_error", "answer_failure", "answer_result", "parse_request",
+        "Conversation", "Link", "Reply", "serve_connection", "HostPort", "StreamSockets", "StreamServer",
+        "HTTP_STATUS", "HttpHandler", "HttpServer", "http_app", "Server", "ThreadedServer", "serve_forever",
+    ])
+
+
 def test_every_name_resolves():
     """Every exported name exists."""
-    for module in (retain, retain.streams, retain.retention, retain.servers, retain.logd, retain.errors, retain.archive, retain.docd):
+    for module in (retain, retain.streams, retain.retention, retain.servers, retain.logd, retain.errors,
+                   retain.archive, retain.docd, retain.wire):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"

@@ -10,7 +10,7 @@ from retain.logd import Store
 from retain.logd.client import Client
 from retain.logd.settings import Settings
 from retain.logd.verbs import VERBS
-from tests.docd.conftest import exchange
+from tests.helpers.wire import exchange
 
 
 @pytest.fixture

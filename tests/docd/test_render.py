@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retain.docd.render import render_answer
-from retain.logd.tags import Or
+from retain.wire import Or
 
 SEED = """\
 {result: {retain: {now: "2026-09-12T08:00:00Z", commit: 4127, deleted: 300, rules: [

@@ -13,10 +13,9 @@ from retain.docd import DocdServer, Owners, ThreadedServer, fan_out, route
 from retain.docd.render import render_answer
 from retain.errors import OwnerUnavailable
 from retain.logd.client import Client
-from retain.logd.protocol import load
-from retain.logd.tags import AutoId
-from tests.docd.conftest import exchange
-from tests.logd.conftest import FakeClock
+from retain.wire import AutoId, load
+from tests.helpers.logd import FakeClock
+from tests.helpers.wire import exchange
 
 SEED_REQUEST = b"""{retain: {now: "2026-09-12T08:00:00Z", what: [
   {path: jobs.*, match: {status: !or [done, canceled]}, age: .updatedAt, after: 1d},

@@ -15,7 +15,7 @@ from retain.docd.router import (Fanout, Forward, Owner, SessionChange, answer_fo
 from retain.clock import format_rfc3339
 from retain.errors import InvalidPath, InvalidRequest, InvalidRetain, Unsupported
 from retain.logd.paths import parse
-from retain.logd.tags import Or
+from retain.wire import Or
 from tests.strategies import docd_paths, mount_tables
 
 NOW = datetime(2026, 9, 12, 8, 0, tzinfo=timezone.utc)

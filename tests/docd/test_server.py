@@ -10,7 +10,7 @@ from retain.docd import DocdServer, MountTable, ThreadedServer
 from retain.errors import (InvalidRequest, NotFound, OwnerUnavailable, PreconditionFailed, ServerUnavailable,
                            Unsupported)
 from retain.logd.client import Client
-from tests.docd.conftest import exchange
+from tests.helpers.wire import exchange
 
 
 def seed(world):

@@ -1,29 +1,14 @@
-"""Fixtures for logd: a store on a real SQLite file in a temp dir, and a clock the test moves."""
+"""Fixtures for logd: a store on a real SQLite file in a temp dir, a clock the test moves, the store served."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from retain.logd import Store
+from retain.logd import ServerThread, Store
 from retain.logd.settings import Settings
-
-START = datetime(2026, 9, 12, 8, 0, tzinfo=timezone.utc)
-
-
-class FakeClock:
-    """A clock that only moves when the test says so."""
-
-    def __init__(self, start: datetime = START) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
+from tests.helpers.logd import LIMITS, FakeClock
 
 
 @pytest.fixture
@@ -49,3 +34,13 @@ def open_store(tmp_path, clock):
 @pytest.fixture
 def store(open_store) -> Iterator[Store]:
     yield open_store()
+
+
+@pytest.fixture
+def served(store, tmp_path) -> Iterator[ServerThread]:
+    """``store`` served on loopback TCP, a Unix socket (``served.socket_path``) and HTTP, with :data:`LIMITS`."""
+    socket_path = str(tmp_path / "logd.sock")
+    with ServerThread(store, listen=("127.0.0.1", 0), http=("127.0.0.1", 0), socket_path=socket_path,
+                      limits=LIMITS) as running:
+        running.socket_path = socket_path
+        yield running

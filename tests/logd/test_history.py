@@ -15,7 +15,7 @@ from retain.errors import Compacted, InvalidDuration, InvalidSettings, LogdError
 from retain.logd import Store
 from retain.logd.history import boundary, choose_snapshots, nearest, tier_windows
 from retain.logd.settings import Settings, Tier
-from tests.logd.conftest import START, FakeClock
+from tests.helpers.logd import START, FakeClock
 
 HOURLY_THEN_DAILY = (Tier(timedelta(hours=1), timedelta(days=1)), Tier(timedelta(days=1), timedelta(days=30)))
 TEN_MINUTES = timedelta(minutes=10)

@@ -7,7 +7,7 @@ from hypothesis import given
 
 from retain.errors import InvalidRequest
 from retain.logd.match import ABSENT, check_pattern, matches
-from retain.logd.tags import LogdKey, Or
+from retain.wire import LogdKey, Or
 from tests.strategies import logd_values
 
 JOB = {"status": "done", "updatedAt": "2026-09-11T07:00:00Z", "attempts": 3, "ok": True, "tags": ["a", "b"],

@@ -8,8 +8,8 @@ import sys
 
 from retain.logd import Store, run_retain
 from retain.logd.settings import Settings
-from tests.logd.conftest import FakeClock
-from tests.logd.test_retain import JOBS_RULE, request, seed_scene
+from tests.helpers.logd import FakeClock
+from tests.helpers.seed004 import JOBS_RULE, request, seed_scene
 
 EVENTS_RULE = {"path": "events(*)", "age": ".at", "after": "1y"}
 
@@ -18,7 +18,7 @@ EVENTS_RULE = {"path": "events(*)", "age": ".at", "after": "1y"}
 CHILD = """
 import os, signal, sys
 from retain.logd import Store, run_retain
-from retain.logd.tags import Or
+from retain.wire import Or
 batches = []
 def die_before_the_second_batch(rule_index, paths):
     batches.append(paths)

@@ -8,33 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from retain.clock import format_rfc3339, parse_rfc3339
 from retain.errors import InvalidRequest, InvalidRetain
 from retain.logd.paths import parse
-from retain.logd.protocol import load
-from retain.clock import format_rfc3339, parse_rfc3339
 from retain.logd.retain_rules import DEFAULT_BATCH, RetainRequest, item_pattern, parse_retain, select
-from retain.logd.tags import Or
+from retain.wire import Or, load
+from tests.helpers.seed004 import SEED_REQUEST
 from tests.strategies import retain_items
 
 NOW = datetime(2026, 9, 12, 8, 0, tzinfo=timezone.utc)
-
-#: seed 004's request, as the seed writes it
-SEED_REQUEST = """\
-{retain: {
-  now: "2026-09-12T08:00:00Z"        # optional; the server's clock when absent
-  batch: 256                         # optional; the most items one delete commit removes
-  author: verse/retention            # optional; the session's when absent
-  what:
-  - path: jobs.*
-    match: {status: !or [done, canceled]}
-    age: .updatedAt
-    after: 1d
-  - path: events(*)
-    age: .at
-    after: 1y
-}}
-"""
-
 
 def rule(**fields):
     """One rule over jobs.* by .updatedAt after 1d, with ``fields`` replacing those."""

@@ -15,8 +15,8 @@ from retain.logd import Store
 from retain.logd.draft import Draft
 from retain.logd.paths import parse
 from retain.logd.settings import Settings
-from retain.logd.tags import LogdKey
 from retain.logd.view import iter_items, list_items
+from retain.wire import LogdKey
 
 PREFETCH = Draft.prefetch  # the real one, kept before any example swaps it out
 NAMES = [f"j{i}" for i in range(8)] + ["j1x", "j10"]  # j1, j1x and j10 sort close: subtree bounds matter

@@ -18,13 +18,11 @@ from retain.cli import main
 from retain.errors import InvalidDocument, InvalidPolicy
 from retain.logd import Store
 from retain.logd.client import Client
-from retain.logd.protocol import dump_braced, load
 from retain.logd.schedule import describe_answer, parse_schedule, run_schedule
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
-from retain.logd.tags import Or
-from tests.logd.test_retain import SEED_RESULT, seed_scene
-from tests.logd.test_retain_rules import SEED_REQUEST
+from retain.wire import Or, dump_braced, load
+from tests.helpers.seed004 import SEED_REQUEST, SEED_RESULT, seed_scene
 
 #: seed 004's answer, as the seed prints it
 SEED_ANSWER = """\
@@ -37,12 +35,6 @@ SEED_ANSWER = """\
   - {path: events(*), deleted: 12}
 }}}
 """
-
-
-@pytest.fixture
-def served(store, tmp_path):
-    with ServerThread(store, listen=("127.0.0.1", 0), http=("127.0.0.1", 0)) as running:
-        yield running
 
 
 def wait_for(condition, timeout: float = 30.0, what: str = "the condition"):
@@ -156,7 +148,7 @@ class TestRacingWriters:
                         while not done.is_set():
                             name = f"j{(sequence * 21 + number * 30) % jobs:03d}"  # every third job
                             commit = logd.patch([{"set": f"jobs.{name}", "value": {
-                                "status": "running", "updatedAt": "2026-09-12T07:59:00Z", "writer": number}}])
+                                "status": "running", "updatedAt": "2026-09-12T07:59:00Z", "writer": number}}]).commit
                             writes.append((name, commit))
                             sequence += 1
                 except BaseException as exc:  # surfaced below

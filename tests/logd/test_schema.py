@@ -7,7 +7,7 @@ import pytest
 from retain.errors import InvalidPath, InvalidRequest, SchemaViolation
 from retain.logd.paths import parse
 from retain.logd.schema import Rule, Schema
-from retain.logd.tags import AutoId, LogdKey, Raw
+from retain.wire import AutoId, LogdKey, Raw
 
 SCHEMA = Schema.parse({
     "events": LogdKey("id"),

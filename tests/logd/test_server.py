@@ -12,20 +12,11 @@ import pytest
 
 from retain.errors import NotFound, PreconditionFailed, ServerUnavailable
 from retain.logd.client import AsyncClient, Client, parse_address
-from retain.logd.protocol import Framer, Limits, load
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
-from retain.logd.tags import LogdKey
-
-LIMITS = Limits(max_bytes=1024 * 1024, max_depth=64)
-
-
-@pytest.fixture
-def served(store, tmp_path):
-    with ServerThread(store, listen=("127.0.0.1", 0), http=("127.0.0.1", 0),
-                      socket_path=str(tmp_path / "logd.sock"), limits=LIMITS) as running:
-        running.socket_path = str(tmp_path / "logd.sock")
-        yield running
+from retain.logd.store import Written
+from retain.wire import Framer, Limits, LogdKey, load
+from tests.helpers.logd import LIMITS
 
 
 class RawConnection:
@@ -272,7 +263,7 @@ class TestHostileDocuments:
                 answer = http.post(served.http_url, content=document)
                 assert answer.status_code == 400 and message in answer.text
             big = http.post(served.http_url, content=b"x" * (LIMITS.max_bytes + 10))
-            assert big.status_code == 413 and "more than" in big.text
+            assert big.status_code == 413 and f"at most {LIMITS.max_bytes}" in big.text
             ok = http.post(served.http_url, json={"patch": {"ops": [{"set": "a", "value": 1}]}},
                            headers={"logd-author": "curl/user"})
             assert ok.status_code == 200 and ok.json() == {"result": {"patch": {"commit": 1}}}
@@ -313,6 +304,17 @@ class TestClient:
     def test_parse_address(self, text, address):
         """HOST:PORT or a socket path."""
         assert parse_address(text) == address
+
+    def test_patch_returns_what_a_session_returns(self, served, store):
+        """Client.patch and AsyncClient.patch return a Written, as Session.patch does."""
+        async def twin():
+            async with await AsyncClient.connect(served.address) as logd:
+                return await logd.patch([{"set": "b", "value": 2}])
+
+        with Client(served.address) as logd:
+            assert logd.patch([{"set": "a", "value": 1}]) == Written(1)
+        assert asyncio.run(twin()) == Written(2)
+        assert store.session().patch([{"set": "c", "value": 3}]) == Written(3)
 
     def test_yaml_wire(self, served):
         """The client can speak YAML too; answers decode the same."""

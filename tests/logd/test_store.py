@@ -12,7 +12,7 @@ from retain.errors import (
     SchemaViolation,
     StorageError,
 )
-from retain.logd.tags import AutoId, LogdKey, Or, Raw
+from retain.wire import AutoId, LogdKey, Or, Raw
 
 JOB = {"status": "running", "updatedAt": "2026-09-11T07:00:00Z"}
 

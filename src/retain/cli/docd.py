@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from retain.logd.protocol import Limits
+from retain.wire import Limits
 
 __all__ = ["docd"]
 
@@ -70,7 +70,7 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
     """
     from retain.docd.mounts import load_mounts
     from retain.docd.server import DocdServer
-    from retain.logd.server import serve_forever
+    from retain.wire import serve_forever
 
     table = load_mounts(mounts_file).with_logd(logd_address)
     where = _stream_address(listen, socket_path, DEFAULT_LISTEN)
@@ -102,7 +102,7 @@ def controller_command(db: str, listen: str | None, socket_path: str | None, wit
         retain docd controller --db ctl.sqlite3 --listen 127.0.0.1:7501 --without retain
     """
     from retain.docd.controller import Controller, controller_verbs
-    from retain.logd.server import serve_forever
+    from retain.wire import serve_forever
     from retain.logd import Store
 
     where = _stream_address(listen, socket_path, None)

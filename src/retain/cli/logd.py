@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import IO, Any
 
 import click
 
-from retain.logd.protocol import Limits
+from retain.wire import Limits
 
 __all__ = ["logd", "session_options"]
 
@@ -98,7 +98,7 @@ def session_options(function: Any) -> Any:
 
 @logd.command("request")
 @session_options
-def request_command(file: click.utils.LazyFile, address: str, author: str | None, scope: str | None,
+def request_command(file: IO[str], address: str, author: str | None, scope: str | None,
                     as_json: bool) -> None:
     """Send the documents in FILE (or - for stdin) pipelined, and print each answer.
 
@@ -112,7 +112,7 @@ def request_command(file: click.utils.LazyFile, address: str, author: str | None
         echo '{list: {path: jobs.*}}' | retain logd request - --connect 127.0.0.1:7420
     """
     from retain.logd.client import Client, parse_address
-    from retain.logd.protocol import dump, load, split_documents
+    from retain.wire import dump, load, split_documents
 
     requests = [load(text)[0] for text in split_documents(file.read())]
     if not requests:
@@ -130,7 +130,7 @@ def request_command(file: click.utils.LazyFile, address: str, author: str | None
 @logd.command("retain")
 @session_options
 @click.option("--now", help="Age by this RFC 3339 time instead of the file's now (or the server's clock).")
-def retain_command(file: click.utils.LazyFile, address: str, author: str | None, scope: str | None, as_json: bool,
+def retain_command(file: IO[str], address: str, author: str | None, scope: str | None, as_json: bool,
                    now: str | None) -> None:
     """Send the retain request in FILE (or - for stdin) and print the answer.
 
@@ -145,7 +145,7 @@ def retain_command(file: click.utils.LazyFile, address: str, author: str | None,
         retain logd retain expire.yaml --now 2026-09-12T08:00:00Z --scope trial-1
     """
     from retain.logd.client import Client, parse_address
-    from retain.logd.protocol import dump, dump_braced, load
+    from retain.wire import dump, dump_braced, load
     from retain.logd.retain_rules import parse_retain
 
     document, _ = load(file.read())
@@ -184,7 +184,7 @@ def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
     import threading
 
     from retain.logd.client import parse_address
-    from retain.logd.protocol import dump_braced
+    from retain.wire import dump_braced
     from retain.clock import utc_now
     from retain.logd.schedule import describe_answer, load_schedule, run_schedule, send_retain
 

@@ -9,14 +9,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from retain.docd import Controller, DocdServer, MountTable, ThreadedServer, route
+from retain.docd import Controller, DocdServer, Fanout, MountTable, ThreadedServer, route
 from retain.docd.render import render_answer
 from retain.logd import Store
 from retain.logd.client import Client
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
-from retain.logd.tags import AutoId, Or
 from retain.servers import RedisServer
+from retain.wire import AutoId, Or
 
 __all__ = ["docd_routes"]
 
@@ -57,6 +57,7 @@ def docd_routes(server: RedisServer | None, console: Console) -> None:
                 left = {name: len(docd.call("list", path=path)["items"]) for name, path in
                         (("jobs", "jobs.*"), ("verse.ctl runs", "verse.ctl.runs.*"), ("ci runs", "ci.runs(*)"))}
     plan = route(REQUEST, table, now=NOW)  # pure: what docd sent, shown without sending anything
+    assert isinstance(plan, Fanout)
     console.print("one retain request, four rules; docd sent one request per owner, all at once, one now:")
     for sent in plan.requests:
         rules = ", ".join(rule["path"] for rule in sent.request["retain"]["what"])

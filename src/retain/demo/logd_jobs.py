@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -13,11 +14,10 @@ from rich.table import Table
 from retain.errors import PreconditionFailed, SchemaViolation
 from retain.logd import Store
 from retain.logd.client import Client
-from retain.logd.protocol import dump_braced, load
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
-from retain.logd.tags import AutoId
 from retain.servers import RedisServer
+from retain.wire import AutoId, dump_braced, load
 
 __all__ = ["logd_jobs"]
 
@@ -99,7 +99,7 @@ def logd_jobs(server: RedisServer | None, console: Console) -> None:
         console.out(note, highlight=False)
 
 
-def _retain(writer: Client, watcher: Client) -> tuple[dict, list[str]]:
+def _retain(writer: Client, watcher: Client) -> tuple[dict[str, Any], list[str]]:
     """Two jobs whose stamps no clock can read, then the request; its deletes are ordinary commits."""
     writer.patch([{"set": "jobs.legacy1", "value": {"status": "done", "updatedAt": 1789200000}},
                   {"set": "jobs.legacy2", "value": {"status": "canceled", "updatedAt": "2026-09-01"}}])

@@ -1,8 +1,8 @@
 """docd: a router in front of logd and of controllers mounted at paths.
 
-See ``docs/docd.md``. docd speaks logd's protocol; each request goes to the owner of
-its path -- logd for a base path, the controller whose mount holds it otherwise --
-and a retain request is split by owner, sent to every owner at once with one
+See ``docs/docd.md``. docd speaks logd's request language (:mod:`retain.wire`); each
+request goes to the owner of its path -- logd for a base path, the controller whose
+mount holds it otherwise -- and a retain request is split by owner, sent to every owner at once with one
 ``now``, and answered rule by rule in the order sent::
 
     from retain.docd import DocdServer, ThreadedServer, load_mounts
@@ -10,6 +10,12 @@ and a retain request is split by owner, sent to every owner at once with one
         ...
 
 The routing itself is pure: :func:`route` plans, :func:`answer_retain` answers.
+
+docd imports the vocabulary (:mod:`retain.errors`, :mod:`retain.clock`, :mod:`retain._fields`,
+:mod:`retain._toml`), :mod:`retain.wire` (documents, the stream server and its connection loop,
+running a server) and the public names of logd it needs -- paths, the retain request's parser,
+the client, and for the controller kit the store and its verb table -- never logd's server.
+Only the CLI and the demo import docd.
 """
 
 from retain.docd.controller import UNSUPPORTED, Controller, controller_verbs
@@ -19,8 +25,7 @@ from retain.docd.render import render_answer
 from retain.docd.router import (Fanout, Forward, Owner, OwnerRequest, RuleRoute, SessionChange, answer_forward,
                                 answer_retain, delta_from, route)
 from retain.docd.server import DocdServer
-from retain.docd.serving import StreamServer
-from retain.logd.server import ThreadedServer, serve_forever
+from retain.wire import ThreadedServer, serve_forever
 
 __all__ = [
     "LOGD",
@@ -36,7 +41,6 @@ __all__ = [
     "Owners",
     "RuleRoute",
     "SessionChange",
-    "StreamServer",
     "ThreadedServer",
     "answer_forward",
     "answer_retain",

@@ -15,7 +15,7 @@ For ``watch`` as well, serve the store with logd itself (``retain logd serve``):
 a logd is a controller that offers every verb.
 
 Example:
-    >>> from retain.logd.server import ThreadedServer
+    >>> from retain.wire import ThreadedServer
     >>> store = Store.open("runs.sqlite3")
     >>> with ThreadedServer(Controller(store, socket_path="/tmp/runs.sock")):
     ...     Client("/tmp/runs.sock").list("runs(*)")
@@ -28,11 +28,10 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from retain.docd.serving import Link, Reply, StreamServer
 from retain.errors import InvalidInput, Unsupported
-from retain.logd.protocol import Format, Limits, answer_error, parse_request
-from retain.logd.store import Store
+from retain.logd import Store
 from retain.logd.verbs import VERBS, Context, handle
+from retain.wire import Format, HostPort, Limits, Link, Reply, StreamServer, parse_request
 
 __all__ = ["UNSUPPORTED", "Controller", "controller_verbs"]
 
@@ -64,7 +63,7 @@ class Controller(StreamServer):
     as logd's writer does; each connection is one session.
     """
 
-    def __init__(self, store: Store, *, without: Iterable[str] = (), listen: tuple[str, int] | None = None,
+    def __init__(self, store: Store, *, without: Iterable[str] = (), listen: HostPort | None = None,
                  socket_path: str | None = None, limits: Limits = Limits()) -> None:
         self.store = store
         self.verbs = controller_verbs(without)
@@ -86,7 +85,7 @@ class _Conversation:
     async def answer(self, request: Any, fmt: Format) -> Reply:
         verb, _ = parse_request(request)
         if verb not in self.controller.verbs:
-            return Reply(answer_error(Unsupported(UNSUPPORTED)))
+            raise Unsupported(UNSUPPORTED)
         self.context.format = fmt
         loop = asyncio.get_running_loop()
         return Reply(await loop.run_in_executor(self.controller.worker, handle, self.context, request))

@@ -168,7 +168,7 @@ def _mount_path(text: object, where: str) -> Path:
 
 def _address(value: object, where: str) -> Address:
     if isinstance(value, tuple):
-        return value  # type: ignore[return-value]
+        return value
     if not isinstance(value, str):
         raise InvalidMounts(f"{where}: must be a string, HOST:PORT or unix:PATH (got {value!r})")
     try:

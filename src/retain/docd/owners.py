@@ -16,7 +16,7 @@ from typing import Any
 from retain.docd.router import Fanout, Owner, answer_retain
 from retain.errors import LogdError, OwnerUnavailable, ServerUnavailable
 from retain.logd.client import AsyncClient
-from retain.logd.protocol import answer_error
+from retain.wire import answer_error
 
 __all__ = ["Call", "Owners", "fan_out"]
 

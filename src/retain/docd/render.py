@@ -9,7 +9,7 @@
     ]}}}
 
 For people (the demo, a terminal): YAML flow style, strings plain where they read back
-as the same string and double-quoted where they would not. It is not a wire format:
+as the same string and double-quoted where they would not (:class:`retain.wire.FlowDumper`). It is not a wire format:
 the rules' lines carry no commas, as in the seed. Any other answer is one flow line.
 """
 
@@ -19,28 +19,13 @@ from typing import Any
 
 import yaml
 
-from retain.logd.tags import Or
+from retain.wire import FlowDumper
 
 __all__ = ["render_answer"]
 
 
-class _Dumper(yaml.SafeDumper):
-    """Flow style; a string is plain only if a reader would take it back as that string."""
-
-
-def _represent_str(dumper: _Dumper, text: str) -> yaml.ScalarNode:
-    plain = (dumper.resolve(yaml.ScalarNode, text, (True, False)) == "tag:yaml.org,2002:str"
-             and dumper.analyze_scalar(text).allow_flow_plain)
-    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=None if plain else '"')
-
-
-_Dumper.add_representer(str, _represent_str)
-_Dumper.add_representer(Or, lambda dumper, value: dumper.represent_sequence("!or", list(value.alternatives),
-                                                                             flow_style=True))
-
-
 def _flow(value: Any) -> str:
-    text = yaml.dump(value, Dumper=_Dumper, default_flow_style=True, sort_keys=False, allow_unicode=True,
+    text = yaml.dump(value, Dumper=FlowDumper, default_flow_style=True, sort_keys=False, allow_unicode=True,
                      width=float("inf"))
     return text.strip().removesuffix("...").strip()
 

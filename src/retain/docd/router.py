@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from retain import _fields
 from retain._fields import Where
@@ -36,8 +36,8 @@ from retain.docd.mounts import LOGD, Mount, MountTable
 from retain.errors import InvalidInput, InvalidRequest, InvalidRetain, StorageError, Unsupported
 from retain.logd.client import Address
 from retain.logd.paths import ROOT, Field, Path, Wild, check_key, parse
-from retain.logd.protocol import answer_error, parse_request
 from retain.logd.retain_rules import parse_retain
+from retain.wire import answer_error, parse_request
 
 __all__ = ["ROUTED", "Fanout", "Forward", "Owner", "OwnerRequest", "Plan", "RuleRoute", "SessionChange",
            "answer_forward", "answer_retain", "delta_from", "route"]
@@ -191,7 +191,7 @@ def _patch(body: dict[str, Any], table: MountTable, now: datetime) -> Forward:
         places.append(_write_place(f"if {text}", text, table))
     owners = {owner.name: owner for _, _, owner in places}
     if len(owners) > 1:
-        first_at = {}
+        first_at: dict[str, str] = {}
         for what, path, owner in places:
             first_at.setdefault(owner.name, f"{what} at {path}")
         raise InvalidRequest("a patch is one commit at one owner, and this one spans "
@@ -346,9 +346,10 @@ def _retain_result(owner: str, answer: Any, count: int) -> dict[str, Any]:
     if isinstance(answer, dict) and "error" in answer:
         error = answer["error"] if isinstance(answer["error"], dict) else {}
         return _fail(str(error.get("code", "storage_error")), str(error.get("message", "an error without a message")))
-    result = ((answer.get("result") if isinstance(answer, dict) else None) or {}).get("retain")
+    body = (answer.get("result") if isinstance(answer, dict) else None) or {}
+    result = body.get("retain")
     rules = result.get("rules") if isinstance(result, dict) else None
-    if not isinstance(rules, list) or len(rules) != count or not all(isinstance(rule, dict) for rule in rules):
+    if not isinstance(result, dict) or not isinstance(rules, list) or len(rules) != count or not all(isinstance(rule, dict) for rule in rules):
         return _fail("storage_error", f"{owner} answered a retain result docd cannot read (expected {count} "
                                       f"rules): {_brief(answer)}")
     if not all(_count(rule.get("deleted", 0)) for rule in rules) or not isinstance(result.get("commit"), int):
@@ -357,7 +358,7 @@ def _retain_result(owner: str, answer: Any, count: int) -> dict[str, Any]:
     return result
 
 
-def _fail(code: str, message: str) -> Any:
+def _fail(code: str, message: str) -> NoReturn:
     raise _Failed(code, message)
 
 

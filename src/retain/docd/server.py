@@ -22,8 +22,7 @@ from retain.clock import utc_now
 from retain.docd.mounts import MountTable
 from retain.docd.owners import Owners, fan_out
 from retain.docd.router import Fanout, Forward, SessionChange, answer_forward, delta_from, route
-from retain.docd.serving import Link, Reply, StreamServer
-from retain.logd.protocol import Format, Limits, answer_result
+from retain.wire import Format, HostPort, Limits, Link, Reply, StreamServer, answer_result
 
 __all__ = ["DocdServer"]
 
@@ -36,7 +35,7 @@ class DocdServer(StreamServer):
     ``clock`` gives the ``now`` of a retain request that names none, read once per request.
     """
 
-    def __init__(self, table: MountTable, *, listen: tuple[str, int] | None = None, socket_path: str | None = None,
+    def __init__(self, table: MountTable, *, listen: HostPort | None = None, socket_path: str | None = None,
                  clock: Clock = utc_now, limits: Limits = Limits()) -> None:
         self.table, self.clock = table, clock
         super().__init__(lambda link: _Conversation(self, link), listen=listen, socket_path=socket_path,

@@ -12,6 +12,11 @@ precondition-guarded delete commits.
 
 Served (``retain logd serve``) it speaks YAML or JSON documents over a stream socket
 and HTTP; :class:`Client` and :class:`AsyncClient` talk to it.
+
+logd imports the vocabulary (:mod:`retain.errors`, :mod:`retain.clock`, :mod:`retain._fields`)
+and :mod:`retain.wire` -- the documents, their tags (re-exported here: :class:`Or`,
+:class:`LogdKey`, :class:`AutoId`, :class:`Raw`), the stream and HTTP servers -- and never
+docd, streams or archive.
 """
 
 from retain.logd.client import AsyncClient, Client
@@ -24,7 +29,7 @@ from retain.logd.settings import Settings, Tier
 from retain.logd.sqlite import SqliteBackend
 from retain.logd.storage import Backend
 from retain.logd.store import Compaction, Delta, Listing, Read, ScopeInfo, Session, Store, Written
-from retain.logd.tags import AutoId, LogdKey, Or, Raw
+from retain.wire import AutoId, LogdKey, Or, Raw
 
 __all__ = [
     "AsyncClient",

@@ -1,12 +1,12 @@
 """Python clients of a logd stream socket: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio).
 
-Both speak JSON on the wire by default (the tag objects of :mod:`retain.logd.tags`
+Both speak JSON on the wire by default (the tag objects of :mod:`retain.wire.tags`
 travel in their JSON spelling), pipeline freely, and raise an error answer as the
 :class:`~retain.errors.LogdError` subclass of its code.
 
 Example:
     >>> with Client(("127.0.0.1", 7420), author="verse/ops") as logd:
-    ...     commit = logd.patch([{"set": "jobs.j1", "value": {"status": "done"}}])
+    ...     commit = logd.patch([{"set": "jobs.j1", "value": {"status": "done"}}]).commit
     ...     logd.get("jobs.j1").value
     {'status': 'done'}
 """
@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from retain.errors import LOGD_ERRORS, Compacted, InvalidInput, LogdError, ServerUnavailable
-from retain.logd.protocol import Format, Framer, Limits, TooLarge, frame, load
-from retain.logd.store import Listing, Read
+from retain.logd.store import Listing, Read, Written
+from retain.wire import Format, Framer, Limits, TooLarge, frame, load
 
 __all__ = ["Address", "AsyncClient", "Client", "error_from", "parse_address"]
 
@@ -43,7 +43,7 @@ def parse_address(text: str) -> Address:
 def error_from(answer: dict[str, Any]) -> LogdError:
     """The exception an ``{error: {code, message}}`` answer stands for."""
     error = answer.get("error") or {}
-    cls = LOGD_ERRORS.get(error.get("code"), LogdError)
+    cls = LOGD_ERRORS.get(str(error.get("code")), LogdError)
     message = error.get("message", "logd answered an error without a message")
     return cls(message) if cls is not Compacted else Compacted(message)
 
@@ -74,7 +74,8 @@ class _Base:
     def _result(verb: str, answer: dict[str, Any]) -> dict[str, Any]:
         if "error" in answer:
             raise error_from(answer)
-        return answer["result"][verb]
+        result: dict[str, Any] = answer["result"][verb]
+        return result
 
     @staticmethod
     def _body(**fields: Any) -> dict[str, Any]:
@@ -150,9 +151,9 @@ class Client(_Base):
         return self._result(verb, self.request({verb: self._body(**body)}))
 
     def patch(self, ops: Sequence[Any], *, precondition: dict[str, Any] | None = None,
-              author: str | None = None) -> int:
-        """Apply ops as one commit; returns its number."""
-        return self.call("patch", ops=list(ops), if_=precondition, author=author)["commit"]
+              author: str | None = None) -> Written:
+        """Apply ops as one commit (as :meth:`Session.patch <retain.logd.Session.patch>` does); returns it."""
+        return Written(self.call("patch", ops=list(ops), if_=precondition, author=author)["commit"])
 
     def get(self, path: str | None = None, *, at: int | None = None) -> Read:
         result = self.call("get", path=path, at=at)
@@ -239,8 +240,8 @@ class AsyncClient(_Base):
         return self._result(verb, await self.request({verb: self._body(**body)}))
 
     async def patch(self, ops: Sequence[Any], *, precondition: dict[str, Any] | None = None,
-                    author: str | None = None) -> int:
-        return (await self.call("patch", ops=list(ops), if_=precondition, author=author))["commit"]
+                    author: str | None = None) -> Written:
+        return Written((await self.call("patch", ops=list(ops), if_=precondition, author=author))["commit"])
 
     async def get(self, path: str | None = None, *, at: int | None = None) -> Read:
         result = await self.call("get", path=path, at=at)

@@ -16,8 +16,8 @@ from retain.logd.ops import Delete, Op, Set
 from retain.logd.paths import Field, Index, Key, Path, check_key, is_key
 from retain.logd.schema import Keying, Schema, tag_text
 from retain.logd.storage import GONE, KEYED, MAP, SEP, Row
-from retain.logd.tags import AutoId
 from retain.logd.view import Location, View, check_data, dumps, leaves, locate, merge, name_in, navigate, read_value
+from retain.wire import AutoId
 
 __all__ = ["Draft"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from retain.errors import InvalidRequest
-from retain.logd.tags import Or
+from retain.wire import Or
 
 __all__ = ["ABSENT", "check_pattern", "matches"]
 
@@ -31,7 +31,7 @@ _SCALARS = (type(None), bool, int, float, str)
 def matches(pattern: Any, value: Any) -> bool:
     """Whether ``value`` matches ``pattern`` (see the module docstring)."""
     if type(pattern) is str:  # the common case first: a string equals only an equal string
-        return pattern == value
+        return bool(pattern == value)
     if isinstance(pattern, Or):
         return any(matches(alternative, value) for alternative in pattern.alternatives)
     if value is ABSENT:
@@ -46,7 +46,7 @@ def matches(pattern: Any, value: Any) -> bool:
         return type(pattern) is type(value) and pattern == value
     if isinstance(value, (dict, list)):
         return False
-    return pattern == value
+    return bool(pattern == value)
 
 
 def check_pattern(pattern: Any, where: str) -> Any:

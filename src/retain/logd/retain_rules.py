@@ -38,7 +38,7 @@ from retain.clock import format_rfc3339, parse_rfc3339
 from retain.errors import InvalidInput, InvalidRetain
 from retain.logd.match import check_pattern, matches
 from retain.logd.paths import Field, Key, Path, Wild, parse
-from retain.logd.tags import Or
+from retain.wire import Or
 
 __all__ = ["DEFAULT_BATCH", "RetainRequest", "RetainRule", "Selection", "item_pattern", "parse_retain", "select"]
 

@@ -43,7 +43,7 @@ from retain.errors import InvalidInput, InvalidPolicy, RetainError
 from retain.logd.client import Address, Client, parse_address
 from retain.logd.retain import RetainResult
 from retain.logd.retain_rules import RetainRequest, parse_retain
-from retain.logd.tags import from_plain
+from retain.wire import from_plain
 
 __all__ = ["RetainSchedule", "describe_answer", "load_schedule", "parse_schedule", "run_schedule", "send_retain"]
 

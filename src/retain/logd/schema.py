@@ -26,7 +26,7 @@ from retain import _fields
 from retain._fields import Where
 from retain.errors import InvalidRequest, SchemaViolation
 from retain.logd.paths import Field, Index, Key, Path, Wild, check_key, parse_pattern
-from retain.logd.tags import AutoId, LogdKey, Raw
+from retain.wire import AutoId, LogdKey, Raw
 
 __all__ = ["Keying", "Rule", "Schema", "tag_text"]
 
@@ -175,7 +175,7 @@ def tag_text(keying: Keying) -> str:
 def _segment_matches(want: Any, got: Any) -> bool:
     if isinstance(want, Wild):
         return {"field": Field, "key": Key, "index": Index}[want.kind] is type(got)
-    return want == got
+    return bool(want == got)
 
 
 def _parse_rule(pattern_text: Any, rule: Any) -> Rule:

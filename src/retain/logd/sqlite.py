@@ -192,7 +192,9 @@ class SqliteBackend:
 
     @_translated
     def first_commit_since(self, time: float) -> int | None:
-        return self._db.execute("SELECT min(number) FROM commits WHERE time >= ?", (time,)).fetchone()[0]
+        number: int | None = self._db.execute("SELECT min(number) FROM commits WHERE time >= ?",
+                                              (time,)).fetchone()[0]
+        return number
 
     @_translated
     def last_per_bucket(self, below: int, since: float | None, every: float) -> list[int]:

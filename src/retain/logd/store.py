@@ -33,8 +33,8 @@ from retain.logd.schema import Schema
 from retain.logd.settings import Settings
 from retain.logd.sqlite import SqliteBackend
 from retain.logd.storage import BASELINE, Backend, CommitRecord
-from retain.logd.tags import from_plain, to_plain
 from retain.logd.view import View, list_items, read_value
+from retain.wire import from_plain, to_plain
 
 __all__ = ["Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written", "delta_for"]
 
@@ -187,8 +187,8 @@ class Store:
 
     # -- used by sessions -------------------------------------------------------------------------
 
-    def _commit(self, session: Session, ops: Iterable[Op], precondition: tuple = (), *, author: str | None,
-                schema: Schema | None = None) -> Written:
+    def _commit(self, session: Session, ops: Iterable[Op], precondition: tuple[tuple[Path, Any], ...] = (), *,
+                author: str | None, schema: Schema | None = None) -> Written:
         when = self.clock().timestamp()
         with self.backend.transaction():
             head, last_time = self.backend.head()
@@ -227,7 +227,8 @@ class Session:
         """The tree as this session sees it at ``at`` (the head when None)."""
         return View(self.store.backend, self.store.readable(at), self.scope_id)
 
-    def patch(self, ops: Iterable[Op | Mapping[str, Any]], *, precondition: Mapping[str, Any] | None = None,
+    def patch(self, ops: Iterable[Op | Mapping[str, Any]], *,
+              precondition: Mapping[str, Any] | Mapping[Path, Any] | None = None,
               author: str | None = None) -> Written:
         """Apply ``ops`` as one commit if ``precondition`` holds; all or nothing.
 

@@ -1,9 +1,10 @@
 """The verbs: one handler per request type, looked up in :data:`VERBS`; the transports share them.
 
 A handler takes the connection's :class:`Context` and the request body (a map) and
-returns the result body, or raises a :class:`~retain.errors.LogdError`, which
-:func:`handle` turns into ``{error: {code, message}}``. Bodies are checked field by
-field: an unknown field is an ``invalid_request``, never silently ignored.
+returns the result body, or raises a :class:`~retain.errors.LogdError`, which the
+transport answers as ``{error: {code, message}}`` (:func:`retain.wire.answer_failure`).
+Bodies are checked field by field: an unknown field is an ``invalid_request``, never
+silently ignored.
 
 ``retain`` (seed 004, :mod:`retain.logd.retain`) runs on the same loop as a patch and
 commits through :meth:`Session.patch`, so a read pipelined behind it sees its deletes.
@@ -11,7 +12,6 @@ commits through :meth:`Session.patch`, so a read pipelined behind it sees its de
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -19,15 +19,13 @@ from typing import Any
 from retain import _fields as fields
 from retain._fields import Where
 from retain.clock import parse_rfc3339
-from retain.errors import InvalidDocument, InvalidRequest, LogdError, StorageError, Unsupported
+from retain.errors import InvalidRequest, Unsupported
 from retain.logd.paths import ROOT, Path, parse
-from retain.logd.protocol import Format, Limits, TooLarge, answer_error, answer_result, load, parse_request
 from retain.logd.retain import run_retain
 from retain.logd.store import Delta, Session, Store
+from retain.wire import Format, answer_result, parse_request
 
-__all__ = ["VERBS", "Context", "Handler", "Subscribe", "delta_document", "handle", "respond"]
-
-log = logging.getLogger(__name__)
+__all__ = ["VERBS", "Context", "Handler", "Subscribe", "delta_document", "handle"]
 
 #: ``subscribe(session, prefix, backlog)``: a stream transport starts sending deltas after ``backlog``.
 Subscribe = Callable[[Session, Path, list[Delta]], None]
@@ -47,32 +45,18 @@ Handler = Callable[[Context, dict[str, Any]], dict[str, Any]]
 
 
 def handle(context: Context, request: Any) -> dict[str, Any]:
-    """Answer one loaded request document: ``{result: {verb: ...}}`` or ``{error: {code, message}}``."""
-    try:
-        verb, body = parse_request(request)
-        handler = VERBS.get(verb)
-        if handler is None:
-            raise Unsupported(f"unsupported operation: request type {verb!r} (this logd serves "
-                              f"{', '.join(sorted(VERBS))})")
-        return answer_result(verb, handler(context, body))
-    except LogdError as exc:
-        return answer_error(exc)
-    except Exception as exc:  # a bug must not take the connection, or the loop, down
-        log.exception("logd: request failed")
-        return answer_error(StorageError(f"internal error: {type(exc).__name__}: {exc}"))
+    """Answer one loaded request document: ``{result: {verb: ...}}``.
 
-
-def respond(context: Context, document: bytes | TooLarge, limits: Limits) -> tuple[dict[str, Any], Format]:
-    """Load one framed document and answer it, in its own format (YAML when it could not be read)."""
-    if isinstance(document, TooLarge):
-        error = InvalidDocument(f"document is {document.size} bytes or more; at most {limits.max_bytes}")
-        return answer_error(error), "yaml"
-    try:
-        request, fmt = load(document, limits)
-    except LogdError as exc:
-        return answer_error(exc), "json" if document.lstrip()[:1] in (b"{", b"[") else "yaml"
-    context.format = fmt
-    return handle(context, request), fmt
+    Raises:
+        LogdError: the request is refused or fails; the transport answers it
+            (:func:`retain.wire.answer_failure`), as it answers a bug.
+    """
+    verb, body = parse_request(request)
+    handler = VERBS.get(verb)
+    if handler is None:
+        raise Unsupported(f"unsupported operation: request type {verb!r} (this logd serves "
+                          f"{', '.join(sorted(VERBS))})")
+    return answer_result(verb, handler(context, body))
 
 
 def delta_document(delta: Delta) -> dict[str, Any]:

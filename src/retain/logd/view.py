@@ -259,7 +259,8 @@ def iter_items(reader: Reader, path: Path, budget: int | None = None) -> Iterato
     if wild.kind == "field" and isinstance(value, dict):
         return iter(value.items())
     shape = "a dense array" if isinstance(value, list) else type(value).__name__
-    fit = {list: f"{container}[*]", dict: f"{container}.*"}.get(type(value), "nothing: it is not a container")
+    fits: dict[type, str] = {list: f"{container}[*]", dict: f"{container}.*"}
+    fit = fits.get(type(value), "nothing: it is not a container")
     raise InvalidRequest(f"{path}: {container} is {shape}; list {fit}")
 
 

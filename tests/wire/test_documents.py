@@ -1,14 +1,12 @@
-"""The wire, pure: loading and dumping both formats with the tags, framing, limits, request shapes."""
+"""Documents, pure: loading and dumping both formats with the tags, the limits, splitting a file."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
-from retain.errors import InvalidDocument, InvalidRequest
-from retain.logd.protocol import END, Framer, Limits, TooLarge, dump, frame, load, parse_request, split_documents
-from retain.logd.tags import AutoId, LogdKey, Or, Raw
+from retain.errors import InvalidDocument
+from retain.wire import AutoId, Limits, LogdKey, Or, Raw, dump, load, split_documents
 from tests.strategies import logd_values
 
 TAGGED = {"if": {"jobs.j1": {"status": Or(("done", "canceled"))}},
@@ -71,49 +69,9 @@ class TestLoadDump:
         assert load("[[[1]]]", Limits(max_depth=3))[0] == [[[1]]]
 
 
-class TestFramer:
-    @given(st.lists(st.binary(max_size=40).filter(lambda b: b"\n..." not in b and not b.startswith(b"...")),
-                    max_size=6),
-           st.lists(st.integers(1, 50), min_size=1, max_size=20))
-    def test_any_chunking(self, documents, cuts):
-        """However the stream is cut into chunks, the same documents come out in order."""
-        stream = b"".join(document + b"\n" + END for document in documents)
-        framer, found, position = Framer(1000), [], 0
-        for cut in cuts * (len(stream) // sum(cuts) + 1):
-            found += framer.feed(stream[position:position + cut])
-            position += cut
-        assert found == [document + b"\n" for document in documents]
 
-    def test_oversized_is_dropped_and_reported(self):
-        """A document over the limit is dropped as it arrives and reported in its place."""
-        framer = Framer(10)
-        found = framer.feed(b"a: 1\n...\n" + b"x" * 25)
-        found += framer.feed(b"y" * 100)
-        found += framer.feed(b"\n...\nb: 2\n...\n")
-        assert found[0] == b"a: 1\n" and isinstance(found[1], TooLarge) and found[2] == b"b: 2\n"
-        assert found[1].size >= 126 and len(framer._buffer) == 0
-
-    def test_frame(self):
-        """A framed document is the document and the end line."""
-        assert frame({"a": 1}, "json") == b'{"a":1}\n...\n'
-
-
-class TestShapes:
-    def test_parse_request(self):
-        """{verb: body}; a missing body is {}."""
-        assert parse_request({"get": None}) == ("get", {})
-        assert parse_request({"get": {"path": "a"}}) == ("get", {"path": "a"})
-
-    @pytest.mark.parametrize(("value", "message"), [
-        ([1], "a request is a map"), ("get", "a request is a map"), ({}, "exactly one verb"),
-        ({"a": {}, "b": {}}, "exactly one verb"), ({"get": 1}, "the body of 'get' is a map"),
-    ])
-    def test_refused(self, value, message):
-        """Anything but one verb with a map body is an invalid_request."""
-        with pytest.raises(InvalidRequest, match=message):
-            parse_request(value)
-
-    def test_split_documents(self):
+class TestSplitDocuments:
+    def test_markers(self):
         """A file's documents, split on --- and ... lines; blank ones dropped."""
         text = "a: 1\n---\nb: 2\n...\n\n--- c: 3\n---\n"
         assert split_documents(text) == ["a: 1\n", "b: 2\n", "c: 3\n"]

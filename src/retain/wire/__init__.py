@@ -1,0 +1,77 @@
+"""wire: how logd and docd talk -- the request language's documents, their framing and bounds, the servers.
+
+One layer under both servers, so that neither holds the other's transport:
+
+- documents: YAML (or JSON) with the registered tags (:mod:`~retain.wire.tags`), loaded
+  safely (:mod:`~retain.wire.loader`), in seed 004's braced shape too
+  (:mod:`~retain.wire.braced`), written by :mod:`~retain.wire.dumpers`
+  (:func:`load`, :func:`dump`, :func:`dump_braced`);
+- bounds (:class:`Limits`, :class:`TooLarge`) and framing on a stream (:func:`frame`,
+  :class:`Framer`, :data:`END`);
+- the request and answer shapes, and the one way a failure becomes an answer
+  (:func:`parse_request`, :func:`answer_result`, :func:`answer_error`, :func:`answer_failure`);
+- serving: listening sockets (:class:`StreamSockets`), the one connection loop
+  (:func:`serve_connection`: documents in, answers out in request order, each
+  :class:`Conversation` deciding whether it pipelines), a :class:`StreamServer` of
+  conversations, the HTTP transport (:func:`http_app`, :class:`HttpServer`), and running
+  any of them (:func:`serve_forever`, :class:`ThreadedServer`).
+
+It imports only the vocabulary (:mod:`retain.errors`, :mod:`retain.clock`,
+:mod:`retain._fields`) and never logd or docd: they import it. The modules are this
+package's layout; what others use is exported here.
+"""
+
+from retain.wire.bounds import Limits, TooLarge, refuse_size
+from retain.wire.connection import Conversation, Link, Reply, serve_connection
+from retain.wire.documents import Format, answer_format, dump, dump_braced, load, receive, split_documents
+from retain.wire.dumpers import FlowDumper, represent_str
+from retain.wire.framing import END, Framer, frame
+from retain.wire.http import HTTP_STATUS, HttpHandler, HttpServer, http_app
+from retain.wire.requests import answer_error, answer_failure, answer_result, parse_request
+from retain.wire.running import Server, ThreadedServer, serve_forever
+from retain.wire.serving import StreamServer
+from retain.wire.sockets import HostPort, StreamSockets
+from retain.wire.tags import TAG_NAMES, AutoId, LogdKey, Or, Raw, from_plain, to_plain
+
+__all__ = [
+    "END",
+    "HTTP_STATUS",
+    "TAG_NAMES",
+    "AutoId",
+    "Conversation",
+    "FlowDumper",
+    "Format",
+    "Framer",
+    "HostPort",
+    "HttpHandler",
+    "HttpServer",
+    "Limits",
+    "Link",
+    "LogdKey",
+    "Or",
+    "Raw",
+    "Reply",
+    "Server",
+    "StreamServer",
+    "StreamSockets",
+    "ThreadedServer",
+    "TooLarge",
+    "answer_error",
+    "answer_failure",
+    "answer_format",
+    "answer_result",
+    "dump",
+    "dump_braced",
+    "frame",
+    "from_plain",
+    "http_app",
+    "load",
+    "parse_request",
+    "receive",
+    "refuse_size",
+    "represent_str",
+    "serve_connection",
+    "serve_forever",
+    "split_documents",
+    "to_plain",
+]
