@@ -3,10 +3,16 @@
 The layers, lowest first (docs/development.md draws them):
 
 - the vocabulary: ``retain`` itself, ``errors``, ``windows``, ``durations``,
-  ``ids``, ``clock`` and the private boundaries ``_redis``, ``_fields``, ``_toml``;
+  ``ids``, ``clock``, the shared machinery ``beats`` (a cadence) and ``daemon``
+  (a daemon's lifecycle), and the private boundaries ``_redis``, ``_fields``, ``_toml``;
 - ``retain.streams``: keys and the trim verb, on the vocabulary alone;
 - ``retain.archive``: on the vocabulary and ``retain.streams``;
-- ``retain.retention``: on all of the above.
+- ``retain.retention``: on the vocabulary, streams and archive;
+- ``retain.wire``: the documents and servers logd and docd talk through, on the vocabulary alone;
+- ``retain.logd``: on the vocabulary and wire;
+- ``retain.docd``: on the vocabulary, wire and logd;
+- ``retain.servers``: the embedded servers, on the vocabulary (and the archive, to open one on a server);
+- ``retain.cli`` and ``retain.demo`` sit on top and may import every part.
 
 Each part is checked twice: every ``import`` statement in its source, read
 (so a lazy import inside a function counts), and what importing it in a fresh
@@ -26,13 +32,17 @@ import retain
 
 SOURCE = Path(retain.__file__).resolve().parent
 VOCABULARY = {"retain", "retain.errors", "retain.windows", "retain.durations", "retain.ids", "retain.clock",
-              "retain._redis", "retain._fields", "retain._toml"}
+              "retain.beats", "retain.daemon", "retain._redis", "retain._fields", "retain._toml"}
 #: part -> the parts (besides itself) it may import
 ALLOWED = {
     "vocabulary": VOCABULARY,
     "retain.streams": VOCABULARY - {"retain._toml"},
     "retain.archive": VOCABULARY | {"retain.streams"},
     "retain.retention": VOCABULARY | {"retain.streams", "retain.archive"},
+    "retain.wire": VOCABULARY,
+    "retain.logd": VOCABULARY | {"retain.wire"},
+    "retain.docd": VOCABULARY | {"retain.wire", "retain.logd"},
+    "retain.servers": VOCABULARY | {"retain.streams", "retain.archive"},
 }
 
 
@@ -75,6 +85,10 @@ class TestImportGraph:
         ("retain.archive", ["retain.retention"]),
         # retention loads the archive (pyarrow, obstore) only when a policy archives
         ("retain.retention", ["retain.archive", "pyarrow", "obstore"]),
+        ("retain.wire", ["retain.logd", "retain.docd", "retain.streams", "redis"]),
+        ("retain.logd", ["retain.docd", "retain.streams", "retain.archive", "redis", "pyarrow"]),
+        ("retain.docd", ["retain.streams", "retain.archive", "redis", "pyarrow"]),
+        ("retain.servers", ["retain.archive", "pyarrow"]),
     ])
     def test_a_fresh_import_loads_nothing_above(self, part, absent):
         """Importing a part in a fresh interpreter loads no layer above it (nor the archive's heavy libraries)."""

@@ -19,6 +19,7 @@ import sys, time
 from pathlib import Path
 from retain.logd.sqlite import SqliteBackend
 from retain.logd.store import Store
+from tests.helpers.waiting import wait_for
 
 db, flag, stall = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 
@@ -46,14 +47,6 @@ def run_child(tmp_path: Path, stall: int) -> tuple[subprocess.Popen, Path, Path]
     return child, db, flag
 
 
-def wait_for(condition, child: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert child.poll() is None, f"the child died before {what}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 def kill(child: subprocess.Popen) -> None:
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=30)
@@ -77,7 +70,8 @@ class TestKilledMidCommit:
         """Killed after its rows were inserted but before COMMIT: the previous commit stands, whole."""
         child, db, flag = run_child(tmp_path, stall=7)
         try:
-            wait_for(lambda: flag.exists() and flag.read_text() == "inside", child, "commit 7 began")
+            wait_for(lambda: flag.exists() and flag.read_text() == "inside", "commit 7 began", 60.0, child=child,
+                     interval=0.01)
         finally:
             kill(child)
         assert_whole(db, head=6)
@@ -88,7 +82,8 @@ class TestKilledMidCommit:
         """Killed while writing as fast as it can: whatever the head is, it is whole and gapless."""
         child, db, flag = run_child(tmp_path, stall=0)
         try:
-            wait_for(lambda: flag.exists() and flag.read_text() not in ("", "1", "2"), child, "a few commits")
+            wait_for(lambda: flag.exists() and flag.read_text() not in ("", "1", "2"), "a few commits", 60.0,
+                     child=child, interval=0.01)
         finally:
             kill(child)
         with sqlite3.connect(db) as raw:

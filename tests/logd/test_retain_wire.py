@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 
 import httpx
@@ -23,6 +22,7 @@ from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
 from retain.wire import Or, dump_braced, load
 from tests.helpers.seed004 import SEED_REQUEST, SEED_RESULT, seed_scene
+from tests.helpers.waiting import wait_for
 
 #: seed 004's answer, as the seed prints it
 SEED_ANSWER = """\
@@ -35,13 +35,6 @@ SEED_ANSWER = """\
   - {path: events(*), deleted: 12}
 }}}
 """
-
-
-def wait_for(condition, timeout: float = 30.0, what: str = "the condition"):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 class TestBraced:
@@ -157,7 +150,7 @@ class TestRacingWriters:
             writers = [threading.Thread(target=write, args=(n,)) for n in range(2)]
             for thread in writers:
                 thread.start()
-            wait_for(lambda: len(writes) >= 4, what="the writers to start")
+            wait_for(lambda: len(writes) >= 4, what="the writers to start", timeout=30.0)
             with Client(retaining.address, author="retention") as logd:
                 result = logd.call("retain", now="2026-09-12T08:00:00Z", batch=1,
                                    what=[{"path": "jobs.*", "match": {"status": "done"}, "age": ".updatedAt",
@@ -306,7 +299,7 @@ class TestSchedule:
         process = subprocess.Popen([sys.executable, "-c", "from retain.cli import main; main()", "logd", "schedule",
                                     str(policy)], stderr=subprocess.PIPE, text=True)
         try:
-            wait_for(lambda: store.head >= 2 and process.poll() is None, what="the first beat's delete")
+            wait_for(lambda: store.head >= 2 and process.poll() is None, what="the first beat's delete", timeout=30.0)
         finally:
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=30) == 0

@@ -61,28 +61,25 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
 
     A retain request is split by owner, sent to every owner at once with one
     now, and answered rule by rule in the order sent. The mount file is
-    checked before anything connects. Stop it with Ctrl-C.
+    checked before anything connects. SIGTERM or SIGINT (Ctrl-C) stops it
+    once the requests under way are answered.
 
     \b
     Example:
         retain docd serve --mounts mounts.toml
         retain docd serve --mounts mounts.toml --logd unix:/tmp/logd.sock --socket /tmp/docd.sock
     """
+    from retain.daemon import run_daemon
     from retain.docd.mounts import load_mounts
     from retain.docd.server import DocdServer
-    from retain.wire import serve_forever
+    from retain.wire import ThreadedServer
 
     table = load_mounts(mounts_file).with_logd(logd_address)
     where = _stream_address(listen, socket_path, DEFAULT_LISTEN)
-
-    def ready(server: Any) -> None:
-        mounts = ", ".join(mount.name for mount in table.mounts) or "none"
-        click.echo(f"docd serving on {_where(server, socket_path)}; mounts: {mounts}", err=True)
-
-    try:
-        serve_forever(DocdServer(table, limits=Limits(max_bytes=max_document_bytes), **where), ready)
-    except KeyboardInterrupt:
-        click.echo("docd stopped", err=True)
+    running = ThreadedServer(DocdServer(table, limits=Limits(max_bytes=max_document_bytes), **where))
+    mounts = ", ".join(mount.name for mount in table.mounts) or "none"
+    run_daemon(running, name="docd", finishing="the requests under way",
+               started=lambda: f"docd serving on {_where(running.server, socket_path)}; mounts: {mounts}")
 
 
 @docd.command("controller")
@@ -94,25 +91,22 @@ def controller_command(db: str, listen: str | None, socket_path: str | None, wit
     """Serve a store as a controller: its subtree, paths relative to its mount.
 
     It offers every logd verb but watch (serve with 'retain logd serve' for
-    watch), less those given with --without. Stop it with Ctrl-C.
+    watch), less those given with --without. SIGTERM or SIGINT (Ctrl-C)
+    stops it once the requests under way are answered.
 
     \b
     Example:
         retain docd controller --db runs.sqlite3 --socket /tmp/runs.sock
         retain docd controller --db ctl.sqlite3 --listen 127.0.0.1:7501 --without retain
     """
+    from retain.daemon import run_daemon
     from retain.docd.controller import Controller, controller_verbs
-    from retain.wire import serve_forever
     from retain.logd import Store
+    from retain.wire import ThreadedServer
 
     where = _stream_address(listen, socket_path, None)
     verbs = controller_verbs(without)
-
-    def ready(server: Any) -> None:
-        click.echo(f"controller serving {db} on {_where(server, socket_path)}; verbs: {', '.join(verbs)}", err=True)
-
     with Store.open(db) as store:
-        try:
-            serve_forever(Controller(store, without=without, **where), ready)
-        except KeyboardInterrupt:
-            click.echo("controller stopped", err=True)
+        running = ThreadedServer(Controller(store, without=without, **where))
+        run_daemon(running, name="controller", finishing="the requests under way", started=lambda: f"controller serving {db} on "
+                   f"{_where(running.server, socket_path)}; verbs: {', '.join(verbs)}")

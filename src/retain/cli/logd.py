@@ -47,16 +47,18 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
 
     Each connection carries a stream of YAML or JSON documents, each ended
     by a line '...', answered in order; HTTP takes one document per POST.
-    Stop it with Ctrl-C.
+    SIGTERM or SIGINT (Ctrl-C) stops it once the requests under way are
+    answered.
 
     \b
     Example:
         retain logd serve --db logd.sqlite3
         retain logd serve --socket /tmp/logd.sock --http 127.0.0.1:7421 --horizon 1y
     """
+    from retain.daemon import run_daemon
     from retain.logd import Store
     from retain.logd.client import parse_address
-    from retain.logd.server import LogdServer, serve
+    from retain.logd.server import ServerThread
     from retain.logd.settings import Settings
 
     if listen and socket_path:
@@ -68,18 +70,18 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
     settings = Settings.from_options(read_budget=read_budget, synchronous=synchronous, cutoff=cutoff, tiers=tiers,
                                      horizon=horizon)
 
-    def ready(server: LogdServer) -> None:
-        where = [f"{server.address[0]}:{server.address[1]}" if server.address else f"unix:{socket_path}"]
-        if server.http_address:
-            where.append(f"http://{server.http_address[0]}:{server.http_address[1]}/")
-        click.echo(f"logd serving {db} at head {store.head} on {' and '.join(where)}", err=True)
-
     with Store.open(db, settings=settings) as store:
-        try:
-            serve(store, listen=address, socket_path=socket_path, http=http_address,
-                  limits=Limits(max_bytes=max_document_bytes), on_ready=ready)
-        except KeyboardInterrupt:
-            click.echo("logd stopped", err=True)
+        running = ServerThread(store, listen=address, socket_path=socket_path, http=http_address,
+                               limits=Limits(max_bytes=max_document_bytes))
+
+        def started() -> str:
+            server = running.server
+            where = [f"{server.address[0]}:{server.address[1]}" if server.address else f"unix:{socket_path}"]
+            if server.http_address:
+                where.append(f"http://{server.http_address[0]}:{server.http_address[1]}/")
+            return f"logd serving {db} at head {store.head} on {' and '.join(where)}"
+
+        run_daemon(running, name="logd", started=started, finishing="the requests under way")
 
 
 def session_options(function: Any) -> Any:
@@ -180,13 +182,13 @@ def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
         retain logd schedule retain-jobs.toml --once --connect unix:/run/logd.sock
     """
     import logging
-    import signal
-    import threading
 
-    from retain.logd.client import parse_address
-    from retain.wire import dump_braced
+    from retain.beats import Beat
     from retain.clock import utc_now
-    from retain.logd.schedule import describe_answer, load_schedule, run_schedule, send_retain
+    from retain.daemon import run_daemon
+    from retain.logd.client import parse_address
+    from retain.logd.schedule import describe_answer, load_schedule, schedule_beat, send_retain
+    from retain.wire import dump_braced
 
     schedule = load_schedule(policy_path)
     target = parse_address(address or schedule.connect or DEFAULT_LISTEN)
@@ -196,15 +198,10 @@ def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
         if "error" in answer:
             sys.exit(1)
         return
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
     log = logging.getLogger("retain.schedule")
-    stop = threading.Event()
-    for stop_signal in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(stop_signal, lambda number, frame: stop.set())
-    log.info("retain schedule from %s: %d rules every %s to %s", schedule.source, len(schedule.request.rules),
-             schedule.every, address or schedule.connect or DEFAULT_LISTEN)
-    beats = run_schedule(schedule, target, stop=stop, on_answer=lambda now, answer: log.info(describe_answer(answer)),
-                         on_error=lambda now, error: log.warning("retain at %s: %s", now.isoformat(), error))
-    log.info("stopped after %d beats", beats)
+    beat: Beat = schedule_beat(schedule, target, on_answer=lambda now, answer: log.info(describe_answer(answer)),
+                               on_error=lambda now, error: log.warning("retain at %s: %s", now.isoformat(), error))
+    run_daemon(beat, name="retain schedule", log=log, finishing="the beat in progress", stopped=lambda: f"after {beat.beats} beats",
+               started=lambda: f"retain schedule from {schedule.source}: {len(schedule.request.rules)} rules "
+                               f"every {schedule.every} to {address or schedule.connect or DEFAULT_LISTEN}")
 

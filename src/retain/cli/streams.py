@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from redis.retry import Retry
 
 from retain._redis import translate_errors
 from retain.clock import utc_now
+from retain.daemon import Service, run_daemon
 from retain.cli._common import DEFAULT_REDIS_URL, connect, parse_instant, redis_url_option
 from retain.retention import DriverMetrics, PolicyFile, RetentionDriver, SweepReport, load_policy, preview
 from retain.streams import RawKey, StreamRef, trim
@@ -177,8 +177,6 @@ def _once(driver: RetentionDriver) -> None:
 
 def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, metrics_port: int | None,
             metrics_addr: str) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
     log = logging.getLogger("retain.daemon")
     metrics = DriverMetrics() if metrics_port is not None else None
 
@@ -188,27 +186,11 @@ def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, metrics
             metrics.observe(report)
 
     driver = _driver(conn, policy_file, archive, measure_lengths=metrics is not None, on_report=on_report)
-    # Block the stop signals in every thread and wait for them here: the beat
-    # thread finishes the beat in progress, and no handler runs in the middle of one.
-    stop_signals = {signal.SIGTERM, signal.SIGINT}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-    server = None
-    try:
-        if metrics is not None:
-            try:
-                server = metrics.serve(metrics_port, metrics_addr)  # type: ignore[arg-type]
-            except OSError as exc:
-                raise click.ClickException(f"cannot serve metrics on {metrics_addr}:{metrics_port}: {exc}") from exc
-            log.info("metrics at http://%s:%d/metrics", metrics_addr, metrics_port)
-        driver.start()
-        folding = f" ({len(policy_file.policy.archived)} folded into {archive.url})" if archive is not None else ""
-        log.info("retention driver started: %d streams%s from %s, tick %gs", len(policy_file.policy), folding,
-                 policy_file.source, policy_file.tick)
-        received = signal.sigwait(stop_signals)
-        log.info("%s received: finishing the beat in progress", signal.Signals(received).name)
-        driver.stop()
-        log.info("stopped after %d beats", driver.beats)
-    finally:
-        if server is not None:
-            server.shutdown()
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    services: list[Service] = [driver]
+    if metrics is not None and metrics_port is not None:
+        services.insert(0, metrics.server(metrics_port, metrics_addr))
+    folding = f" ({len(policy_file.policy.archived)} folded into {archive.url})" if archive is not None else ""
+    where = f"; metrics at http://{metrics_addr}:{metrics_port}/metrics" if metrics is not None else ""
+    run_daemon(*services, name="retention driver", log=log, finishing="the beat in progress", stopped=lambda: f"after {driver.beats} beats",
+               started=lambda: f"retention driver started: {len(policy_file.policy)} streams{folding} from "
+                               f"{policy_file.source}, tick {policy_file.tick:g}s{where}")

@@ -25,7 +25,7 @@ from retain.docd.render import render_answer
 from retain.docd.router import (Fanout, Forward, Owner, OwnerRequest, RuleRoute, SessionChange, answer_forward,
                                 answer_retain, delta_from, route)
 from retain.docd.server import DocdServer
-from retain.wire import ThreadedServer, serve_forever
+from retain.wire import ThreadedServer
 
 __all__ = [
     "LOGD",
@@ -51,5 +51,4 @@ __all__ = [
     "parse_mounts",
     "render_answer",
     "route",
-    "serve_forever",
 ]

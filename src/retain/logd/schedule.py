@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,6 +37,7 @@ from typing import Any
 
 from retain import _fields, _toml
 from retain._fields import Where
+from retain.beats import Beat
 from retain.clock import utc_now
 from retain.errors import InvalidInput, InvalidPolicy, RetainError
 from retain.logd.client import Address, Client, parse_address
@@ -45,7 +45,8 @@ from retain.logd.retain import RetainResult
 from retain.logd.retain_rules import RetainRequest, parse_retain
 from retain.wire import from_plain
 
-__all__ = ["RetainSchedule", "describe_answer", "load_schedule", "parse_schedule", "run_schedule", "send_retain"]
+__all__ = ["RetainSchedule", "describe_answer", "load_schedule", "parse_schedule", "run_schedule", "schedule_beat",
+           "send_retain"]
 
 TOP_FIELDS = ("connect", "every", "author", "scope", "batch", "rule")
 
@@ -150,27 +151,36 @@ def _describe_routed(result: dict[str, Any]) -> str:
     return f"retain at {result['now']}: deleted {result['deleted']} ({'; '.join(parts)}){commit}"
 
 
-def run_schedule(schedule: RetainSchedule, address: Address, *, stop: threading.Event,
-                 on_answer: Callable[[datetime, dict[str, Any]], None],
-                 on_error: Callable[[datetime, RetainError], None], clock: Clock = utc_now,
-                 send: Callable[..., dict[str, Any]] = send_retain) -> int:
-    """Send the schedule's request every ``schedule.every`` until ``stop`` is set; returns the beats run.
+def schedule_beat(schedule: RetainSchedule, address: Address, *,
+                  on_answer: Callable[[datetime, dict[str, Any]], None],
+                  on_error: Callable[[datetime, RetainError], None], clock: Clock = utc_now,
+                  send: Callable[..., dict[str, Any]] = send_retain, stop: threading.Event | None = None) -> Beat:
+    """The schedule as a :class:`retain.beats.Beat` (not started): every ``schedule.every`` it sends the request.
 
     Each beat reads ``clock()`` once and sends that as ``now``. An answer (even an error answer)
     goes to ``on_answer``; a logd that cannot be reached goes to ``on_error``, and the next beat
-    tries again. A beat starts ``every`` after the one before started (at once if that ran longer).
+    tries again. A beat starts ``every`` after the one before started (at once if that ran
+    longer); with beats that far apart it does not back off further. ``stop`` ends it when set.
     """
-    beats = 0
-    period = schedule.every.total_seconds()
-    while not stop.is_set():
-        started = time.monotonic()
+    def one_beat() -> bool:
         now = clock()
         try:
             answer = send(address, schedule.request_at(now), scope=schedule.scope)
         except RetainError as exc:
             on_error(now, exc)
-        else:
-            on_answer(now, answer)
-        beats += 1
-        stop.wait(max(0.0, period - (time.monotonic() - started)))
-    return beats
+            return True
+        on_answer(now, answer)
+        return False
+
+    period = schedule.every.total_seconds()
+    return Beat(one_beat, tick=period, max_backoff=period, name="retain-schedule", stop=stop)
+
+
+def run_schedule(schedule: RetainSchedule, address: Address, *, stop: threading.Event,
+                 on_answer: Callable[[datetime, dict[str, Any]], None],
+                 on_error: Callable[[datetime, RetainError], None], clock: Clock = utc_now,
+                 send: Callable[..., dict[str, Any]] = send_retain) -> int:
+    """Run :func:`schedule_beat` in this thread until ``stop`` is set; returns the beats run."""
+    beat = schedule_beat(schedule, address, on_answer=on_answer, on_error=on_error, clock=clock, send=send, stop=stop)
+    beat.run()
+    return beat.beats

@@ -31,9 +31,9 @@ from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
 from retain.logd.verbs import Context, delta_document, handle
 from retain.wire import (Format, HostPort, HttpServer, Limits, Link, Reply, StreamServer, ThreadedServer, frame,
-                         http_app, serve_forever)
+                         http_app)
 
-__all__ = ["LogdServer", "ServerThread", "serve"]
+__all__ = ["LogdServer", "ServerThread"]
 
 
 @dataclass(eq=False)
@@ -166,11 +166,6 @@ class LogdServer:
     def _apply_http(self, request: Any, fmt: Format, author: str, scope: str | None) -> dict[str, Any]:
         session = self.store.session(author=author, scope=scope)  # on the writer thread
         return handle(Context(self.store, session, format=fmt), request)
-
-
-def serve(store: Store, *, on_ready: Callable[[LogdServer], None] | None = None, **options: Any) -> None:
-    """Serve ``store`` until interrupted (Ctrl-C); ``on_ready`` is called once the sockets are bound."""
-    serve_forever(LogdServer(store, **options), on_ready)
 
 
 class ServerThread(ThreadedServer[LogdServer]):

@@ -17,7 +17,8 @@ imports it but the CLI and the demo. The archive (pyarrow, obstore) is imported
 only where an archive is in use, so that a policy without archiving never loads it.
 """
 
-from retain.retention.driver import AsyncRetentionDriver, RetentionDriver, SweepReport, beat_delay
+from retain.beats import beat_delay
+from retain.retention.driver import AsyncRetentionDriver, RetentionDriver, SweepReport
 from retain.retention.dryrun import StreamPreview, preview
 from retain.retention.metrics import DriverMetrics
 from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, decide

@@ -40,12 +40,12 @@ Runners, opt-in and owner-started (importing retain starts nothing):
 - :class:`AsyncRetentionDriver` for asyncio: ``async with driver:``,
   ``await driver.run()``, ``await start()``/``await stop()``.
 
-A beat starts every ``tick`` seconds (right after the previous one if that ran
-longer). A sweep that raises never kills the beat: it is logged and the beat
-goes on. After a beat that lost the connection (or raised), the wait doubles
-from ``tick`` up to ``max_backoff``; the first healthy beat resets it. Keep the
-client's own retries low (the daemon uses one): the driver's backoff is the
-retry policy.
+Both beat on :mod:`retain.beats`: a beat starts every ``tick`` seconds (right
+after the previous one if that ran longer). A sweep that raises never kills the
+beat: it is logged and the beat goes on. After a beat that lost the connection
+(or raised), the wait doubles from ``tick`` up to ``max_backoff``; the first
+healthy beat resets it. Keep the client's own retries low (the daemon uses
+one): the driver's backoff is the retry policy.
 
 Example:
     >>> driver = RetentionDriver(redis.Redis(), [(StreamRef("codemojex", "activity"), MaxLen(10_000))])
@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -73,6 +72,7 @@ import redis.exceptions
 from retain import _fields
 from retain._fields import Where
 from retain._redis import REDIS_ERRORS, as_retain_error
+from retain.beats import AsyncBeat, Beat, Cadence
 from retain.clock import utc_now
 from retain.errors import ArchiveUnavailable, InvalidPolicy, RetainError, ServerUnavailable
 from retain.ids import StreamId
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, obstore) is loaded by a driver that archives.
     from retain.archive import Archive, FoldProgress
 
-__all__ = ["AsyncRetentionDriver", "RetentionDriver", "SweepReport", "beat_delay"]
+__all__ = ["AsyncRetentionDriver", "RetentionDriver", "SweepReport"]
 
 log = logging.getLogger(__name__)
 
@@ -160,17 +160,6 @@ def _count(number: int, one: str, many: str) -> str:
     return f"{number} {one if number == 1 else many}"
 
 
-def beat_delay(tick: float, troubled: int, max_backoff: float) -> float:
-    """Seconds from one beat's start to the next after ``troubled`` bad beats in a row.
-
-    ``tick`` when all is well; after a lost connection or a raising sweep it
-    doubles per bad beat, up to ``max_backoff`` (never below ``tick``).
-    """
-    if troubled <= 0:
-        return tick
-    return min(tick * 2.0 ** min(troubled, 64), max(max_backoff, tick))
-
-
 @dataclass
 class _ArchivedBeat:
     """What a beat's archived streams came to, gathered stream by stream before the report is made."""
@@ -211,11 +200,21 @@ class _Driver:
         self.clock = clock
         self.measure_lengths = bool(measure_lengths)
         self.on_report = on_report
-        self._troubled = 0
-        #: beats the runners have completed (a raising beat counts)
-        self.beats = 0
-        #: seconds from one beat's start to the next, as the runner now waits: ``tick``, or longer while in trouble
-        self.delay = self.tick
+        self._cadence = Cadence(self.tick, self.max_backoff)  # the runner's; replaced by it
+
+    @property
+    def beats(self) -> int:
+        """Beats the runners have completed (a raising beat counts); a caller may reset it."""
+        return self._cadence.beats
+
+    @beats.setter
+    def beats(self, count: int) -> None:
+        self._cadence.beats = count
+
+    @property
+    def delay(self) -> float:
+        """Seconds from one beat's start to the next, as the runner now waits: ``tick``, or longer in trouble."""
+        return self._cadence.delay
 
     def _plan(self) -> tuple[datetime, tuple[TrimCall, ...]]:
         now = self.clock()
@@ -316,17 +315,14 @@ class _Driver:
         _log_failures(report)
         return report
 
-    def _after_beat(self, report: SweepReport | None) -> float:
-        """Count the beat, call ``on_report``, and return the delay until the next beat starts."""
-        self.beats += 1
-        self._troubled = self._troubled + 1 if report is None or report.lost_connection else 0
-        if report is not None and self.on_report is not None:
+    def _observed(self, report: SweepReport) -> bool:
+        """Hand a runner's beat to ``on_report``; True when the beat lost the connection (the runner backs off)."""
+        if self.on_report is not None:
             try:
                 self.on_report(report)
             except Exception:
                 log.exception("on_report raised; the beat goes on")
-        self.delay = beat_delay(self.tick, self._troubled, self.max_backoff)
-        return self.delay
+        return report.lost_connection
 
 
 def _log_failures(report: SweepReport) -> None:
@@ -369,8 +365,8 @@ class RetentionDriver(_Driver):
                  on_report: Callable[[SweepReport], None] | None = None) -> None:
         super().__init__(conn, policy, archive=archive, fold_min_entries=fold_min_entries, tick=tick, clock=clock,
                          max_backoff=max_backoff, measure_lengths=measure_lengths, on_report=on_report)
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._runner = self._cadence = Beat(lambda: self._observed(self.sweep()), tick=self.tick,
+                                            max_backoff=self.max_backoff, name="retention-driver")
         # The wire form of every command that is the same each beat, packed once for this client.
         self._packed: dict[tuple[str, ...], bytes] = {}
         self._packed_for: Any = None
@@ -425,43 +421,21 @@ class RetentionDriver(_Driver):
 
     def run(self) -> None:
         """Beat in this thread until :meth:`stop` is called; a beat in progress is finished first."""
-        self._stopping.clear()
-        self._beat()
-
-    def _beat(self) -> None:
-        while not self._stopping.is_set():
-            started = time.monotonic()
-            try:
-                report: SweepReport | None = self.sweep()
-            except Exception:
-                log.exception("a beat raised; the beat goes on")
-                report = None
-            delay = self._after_beat(report)
-            self._stopping.wait(max(0.0, delay - (time.monotonic() - started)))
+        self._runner.run()
 
     def start(self) -> RetentionDriver:
         """Beat on a daemon thread until :meth:`stop`; calling it while running is refused."""
-        if self._thread is not None and self._thread.is_alive():
-            raise RuntimeError("the retention driver is already running")
-        # Cleared here, not in the thread: a stop() right after start() must not be lost.
-        self._stopping.clear()
-        self._thread = threading.Thread(target=self._beat, name="retain-retention-driver", daemon=True)
-        self._thread.start()
+        self._runner.start()
         return self
 
     def stop(self, timeout: float | None = None) -> None:
         """Ask the beat to end after the beat in progress; wait for the thread :meth:`start` made."""
-        self._stopping.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-            if not thread.is_alive():
-                self._thread = None
+        self._runner.stop(timeout)
 
     @property
     def running(self) -> bool:
         """True while the thread started by :meth:`start` is alive."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._runner.running
 
     def __enter__(self) -> RetentionDriver:
         return self.start()
@@ -537,9 +511,8 @@ class AsyncRetentionDriver(_Driver):
                                 "synchronous client: pass fold_conn=redis.Redis(...) (or a RedisCluster) "
                                 "for the same server")
         self.fold_conn = fold_conn
-        # Made by run() or start(), inside the event loop that will wait on it.
-        self._stopping: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._runner = self._cadence = AsyncBeat(self._observed_sweep, tick=self.tick,
+                                                 max_backoff=self.max_backoff, name="retention-driver")
 
     async def sweep(self) -> SweepReport:
         """Apply one beat at the clock's instant; never raises for a stream's failure.
@@ -566,45 +539,26 @@ class AsyncRetentionDriver(_Driver):
         finally:
             await pipe.reset()
 
+    async def _observed_sweep(self) -> bool:
+        return self._observed(await self.sweep())
+
     async def run(self) -> None:
         """Beat in this task until :meth:`stop` is called; a beat in progress is finished first."""
-        self._stopping = asyncio.Event()
-        await self._beat(self._stopping)
-
-    async def _beat(self, stopping: asyncio.Event) -> None:
-        while not stopping.is_set():
-            started = time.monotonic()
-            try:
-                report: SweepReport | None = await self.sweep()
-            except Exception:
-                log.exception("a beat raised; the beat goes on")
-                report = None
-            delay = self._after_beat(report)
-            try:
-                await asyncio.wait_for(stopping.wait(), max(0.0, delay - (time.monotonic() - started)))
-            except TimeoutError:
-                pass
+        await self._runner.run()
 
     async def start(self) -> AsyncRetentionDriver:
         """Beat in a background task until :meth:`stop`; calling it while running is refused."""
-        if self._task is not None and not self._task.done():
-            raise RuntimeError("the retention driver is already running")
-        self._stopping = asyncio.Event()
-        self._task = asyncio.create_task(self._beat(self._stopping), name="retain-retention-driver")
+        await self._runner.start()
         return self
 
     async def stop(self) -> None:
         """Ask the beat to end after the beat in progress; wait for the task :meth:`start` made."""
-        if self._stopping is not None:
-            self._stopping.set()
-        task, self._task = self._task, None
-        if task is not None and task is not asyncio.current_task():
-            await task
+        await self._runner.stop()
 
     @property
     def running(self) -> bool:
         """True while the task started by :meth:`start` is alive."""
-        return self._task is not None and not self._task.done()
+        return self._runner.running
 
     async def __aenter__(self) -> AsyncRetentionDriver:
         return await self.start()

@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from retain.retention.driver import SweepReport
 
-__all__ = ["DriverMetrics"]
+__all__ = ["DriverMetrics", "MetricsServer"]
 
 #: beats are usually milliseconds; the top buckets catch a slow or failing server
 BEAT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -82,3 +82,24 @@ class DriverMetrics:
         """Serve ``/metrics`` over HTTP on a daemon thread; returns the server (``.shutdown()`` stops it)."""
         server, _thread = start_http_server(port, addr=addr, registry=self.registry)
         return server
+
+    def server(self, port: int, addr: str = "127.0.0.1") -> MetricsServer:
+        """``/metrics`` on ``addr:port`` as a service a daemon starts and stops (:mod:`retain.daemon`)."""
+        return MetricsServer(self, port, addr)
+
+
+class MetricsServer:
+    """A :class:`DriverMetrics`' ``/metrics`` endpoint, not yet listening: :meth:`start`, :meth:`stop`."""
+
+    def __init__(self, metrics: DriverMetrics, port: int, addr: str) -> None:
+        self.metrics, self.port, self.addr = metrics, port, addr
+        self._server: Any = None
+
+    def start(self) -> None:
+        """Listen; an address in use raises OSError."""
+        self._server = self.metrics.serve(self.port, self.addr)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server = None

@@ -14,7 +14,7 @@ One layer under both servers, so that neither holds the other's transport:
   (:func:`serve_connection`: documents in, answers out in request order, each
   :class:`Conversation` deciding whether it pipelines), a :class:`StreamServer` of
   conversations, the HTTP transport (:func:`http_app`, :class:`HttpServer`), and running
-  any of them (:func:`serve_forever`, :class:`ThreadedServer`).
+  any of them on a loop in a thread (:class:`ThreadedServer`).
 
 It imports only the vocabulary (:mod:`retain.errors`, :mod:`retain.clock`,
 :mod:`retain._fields`) and never logd or docd: they import it. The modules are this
@@ -28,7 +28,7 @@ from retain.wire.dumpers import FlowDumper, represent_str
 from retain.wire.framing import END, Framer, frame
 from retain.wire.http import HTTP_STATUS, HttpHandler, HttpServer, http_app
 from retain.wire.requests import answer_error, answer_failure, answer_result, parse_request
-from retain.wire.running import Server, ThreadedServer, serve_forever
+from retain.wire.running import Server, ThreadedServer
 from retain.wire.serving import StreamServer
 from retain.wire.sockets import HostPort, StreamSockets
 from retain.wire.tags import TAG_NAMES, AutoId, LogdKey, Or, Raw, from_plain, to_plain
@@ -71,7 +71,6 @@ __all__ = [
     "refuse_size",
     "represent_str",
     "serve_connection",
-    "serve_forever",
     "split_documents",
     "to_plain",
 ]

@@ -1,20 +1,19 @@
-"""Running a server -- anything with ``start()`` and ``aclose()`` coroutines -- in the foreground or a thread.
+"""Running a server -- anything with ``start()`` and ``aclose()`` coroutines -- on an event loop in a thread.
 
-:func:`serve_forever` runs one until interrupted (a CLI's ``serve``); :class:`ThreadedServer`
-runs one on an event loop of its own in a background thread (tests, demos). Any server with
-that lifecycle runs either way: logd's, docd's, a controller.
+:class:`ThreadedServer` runs one on an event loop of its own in a background thread:
+the daemons (through :func:`retain.daemon.run_daemon`, which takes its ``start``/``stop``),
+tests and demos alike. logd's server, docd's and a controller all run this way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
 from typing import Generic, Protocol, Self, TypeVar
 
 from retain.wire.sockets import HostPort
 
-__all__ = ["Server", "ThreadedServer", "serve_forever"]
+__all__ = ["Server", "ThreadedServer"]
 
 
 class Server(Protocol):
@@ -29,24 +28,6 @@ class Server(Protocol):
 
 
 S = TypeVar("S", bound=Server)
-
-
-def serve_forever(server: S, on_ready: Callable[[S], None] | None = None) -> None:
-    """Run ``server`` until interrupted: Ctrl-C raises KeyboardInterrupt here.
-
-    ``on_ready(server)`` is called once its sockets are bound.
-    """
-
-    async def main() -> None:
-        await server.start()
-        if on_ready is not None:
-            on_ready(server)
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await server.aclose()
-
-    asyncio.run(main())
 
 
 class ThreadedServer(Generic[S]):
@@ -69,20 +50,28 @@ class ThreadedServer(Generic[S]):
         assert address is not None, "this server listens on no TCP address"
         return address
 
-    def __enter__(self) -> Self:
+    def start(self) -> Self:
+        """Start the loop's thread and the server on it; a server that cannot start is closed, and its error raised."""
         self._thread.start()
         try:
             asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(timeout=30)
         except BaseException:
-            self._stop()
+            self._end_loop()
             raise
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
+        """Close the server (answers under way are finished) and end the loop's thread."""
         asyncio.run_coroutine_threadsafe(self.server.aclose(), self._loop).result(timeout=30)
-        self._stop()
+        self._end_loop()
 
-    def _stop(self) -> None:
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _end_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=30)
         self._loop.close()
