@@ -7,10 +7,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from retain.logd import Store
+from tests.helpers.waiting import wait_for
 
 # The child writes patches of 50 jobs; at commit STALL it stops inside the transaction, after the rows
 # and the commit record are inserted but before COMMIT, says so through a file, and waits to be killed.
@@ -19,7 +19,6 @@ import sys, time
 from pathlib import Path
 from retain.logd.sqlite import SqliteBackend
 from retain.logd.store import Store
-from tests.helpers.waiting import wait_for
 
 db, flag, stall = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 
