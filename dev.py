@@ -3,6 +3,7 @@
 
     python3 dev.py demo [ARGS...]   run the main job on embedded defaults
     python3 dev.py test [ARGS...]   run the whole test suite (ARGS go to pytest)
+    python3 dev.py typecheck        mypy --strict over src/ (the settings are pyproject.toml's)
     python3 dev.py floor [ARGS...]  run the streams, retention and archive tests on the lowest
                                     redis-py pyproject.toml admits (ARGS go to pytest)
     python3 dev.py bench NAME       run bench/NAME.py
@@ -37,7 +38,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".retain-installed"
-EXTRAS = {"demo": "", "test": "[test]", "floor": "[test]", "bench": "[test]"}
+EXTRAS = {"demo": "", "test": "[test]", "typecheck": "[test]", "floor": "[test]", "bench": "[test]"}
 FLOOR = ROOT / ".venv-redis-floor"
 FLOOR_STAMP = FLOOR / ".retain-installed"
 #: the parts that talk to Redis through redis-py: the driver, the cluster, the fold
@@ -55,6 +56,8 @@ def main(argv: list[str]) -> int:
         return run([str(VENV / "bin" / "retain"), "demo", *rest])
     if command == "test":
         return run([str(PYTHON), "-m", "pytest", *rest])
+    if command == "typecheck":
+        return run([str(PYTHON), "-m", "mypy", *rest])
     if command == "floor":
         version = redis_floor()
         ensure_floor(version)

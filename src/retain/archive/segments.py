@@ -205,7 +205,7 @@ def _straddles(stats: Any, low: StreamId, high: StreamId) -> bool:
     # Only a row group whose ms range touches a bound needs a row-by-row filter.
     if stats is None or not stats.has_min_max:
         return True
-    return stats.min <= low.ms or stats.max >= high.ms
+    return bool(stats.min <= low.ms or stats.max >= high.ms)
 
 
 def _within(table: pa.Table, low: StreamId, high: StreamId) -> pa.ChunkedArray:
@@ -246,7 +246,7 @@ def _decoded(values: pa.Array, text: tuple[str, str]) -> list[Any]:
     encoding, errors = text
     if encoding.replace("-", "").lower() == "utf8":
         try:
-            return values.cast(pa.string()).to_pylist()
+            return list(values.cast(pa.string()).to_pylist())
         except pa.ArrowInvalid:
             pass  # not all UTF-8: decode value by value, as the connection would
     return [raw.decode(encoding, errors) for raw in values.to_pylist()]
@@ -259,4 +259,4 @@ def same_rows(stored: Any, ours: bytes) -> bool:
     except (pa.ArrowException, OSError) as exc:
         raise ArchiveCorrupt(f"a stored segment is not readable Parquet: {exc}") from exc
     mine = pq.read_table(pa.BufferReader(ours))
-    return theirs.select(SCHEMA.names).equals(mine.select(SCHEMA.names))
+    return bool(theirs.select(SCHEMA.names).equals(mine.select(SCHEMA.names)))

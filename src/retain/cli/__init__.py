@@ -1,6 +1,11 @@
 """The ``retain`` command: thin wrappers that parse, call one library function and print.
 
-Each part of retain registers its own command group from a module of its own.
+Each part of retain registers its own command group from a module of its own; what
+commands share (the Redis option, time parsing, error reporting) is in ``_common``.
+The daemons (``streams run``, ``logd serve``, ``logd schedule``, ``docd serve``,
+``docd controller``) run through :func:`retain.daemon.run_daemon`.
+
+Imports: any part; nothing imports it (``retain`` on the command line is :func:`main`).
 """
 
 from __future__ import annotations

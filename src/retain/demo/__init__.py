@@ -2,6 +2,8 @@
 
 Each act is a function ``act(server, console)`` taking a running
 :class:`~retain.servers.RedisServer`; later parts of retain add acts.
+
+Imports: any part and :mod:`retain.servers`; only :mod:`retain.cli` imports it.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -68,8 +69,15 @@ class RedisServer(ManagedServer):
         return f"redis://{self.host}:{self.port}/0"
 
     def client(self, **options: Any) -> redis.Redis:
-        """A fresh sync client for this server."""
-        return redis.Redis(host=self.host, port=self.port, **options)
+        """A fresh sync client for this server (started: it has a port)."""
+        return redis.Redis(host=self.host, port=self.bound_port, **options)
+
+    @property
+    def bound_port(self) -> int:
+        """The port the server listens on; only a server that was started has one."""
+        if self.port is None:
+            raise ServerStartError("this redis-server was never started: it has no port yet")
+        return self.port
 
     def argv(self) -> list[str]:
         args = [self.binary, "--port", str(self.port), "--bind", self.host, "--save", "",
@@ -102,7 +110,7 @@ class RedisServer(ManagedServer):
 
     def _answers(self) -> bool:
         try:
-            with redis.Redis(host=self.host, port=self.port, socket_timeout=1,
+            with redis.Redis(host=self.host, port=self.bound_port, socket_timeout=1,
                              socket_connect_timeout=1) as probe:
                 return bool(probe.ping())
         except redis.exceptions.RedisError:
@@ -148,7 +156,7 @@ class RedisCluster(StartedOnEnter):
     def client(self, **options: Any) -> redis.cluster.RedisCluster:
         """A fresh cluster client that discovers every node."""
         first = self.nodes[0]
-        return redis.cluster.RedisCluster(host=first.host, port=first.port, **options)
+        return redis.cluster.RedisCluster(host=first.host, port=first.bound_port, **options)
 
     def start(self) -> RedisCluster:
         """Start every node, give each its share of the slots, join them, wait for ``cluster_state:ok``."""
@@ -165,7 +173,7 @@ class RedisCluster(StartedOnEnter):
             for node in self.nodes[1:]:
                 conn.execute_command("CLUSTER", "MEET", node.host, node.port)
         for node in self.nodes:
-            wait_until(lambda node=node: self._ready(node), timeout=30,
+            wait_until(functools.partial(self._ready, node), timeout=30,
                        what=f"cluster node on port {node.port}", log=node.directory / "redis.log")
         return self
 
