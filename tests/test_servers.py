@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from retain.servers import RedisCluster, RedisServer, find_redis_server
-from retain.servers._process import ServerStartError
+from retain.errors import ServerStartError
+from retain.servers import PostgresServer, RedisCluster, RedisServer, ValkeyServer, find_postgres_bin, find_redis_server
 
 
 class TestRedisServer:
@@ -56,3 +56,39 @@ class TestRedisCluster:
         """A cluster of no masters is refused."""
         with pytest.raises(ValueError, match="at least one master"):
             RedisCluster(masters=0)
+
+
+class TestValkeyServer:
+    def test_a_real_valkey_on_loopback(self, valkey_server):
+        """The Valkey fixture is a real valkey-server on a free loopback port that speaks streams."""
+        assert valkey_server.port != 6379 and 20000 <= valkey_server.port < 30000
+        with valkey_server.client() as conn:
+            assert "valkey_version" in conn.info("server")
+            conn.xadd("emq:{q}:stream:s", {"k": "v"})
+            assert conn.xlen("emq:{q}:stream:s") == 1
+
+
+class TestPostgresServer:
+    def test_a_real_postgres_never_5432(self, postgres_server):
+        """The PostgreSQL fixture listens on a free loopback port (never 5432) and makes databases on demand."""
+        assert postgres_server.port != 5432 and 20000 <= postgres_server.port < 30000
+        url = postgres_server.create_database("servers_test")
+        assert url == f"postgresql://postgres@127.0.0.1:{postgres_server.port}/servers_test"
+        listed = postgres_server.psql("SELECT datname FROM pg_database")
+        assert "servers_test" in listed.stdout
+
+    def test_stop_start_keeps_data_and_port_then_is_removed(self):
+        """stop() then start() keeps the port and the cluster; leaving the block removes every file."""
+        with PostgresServer() as server:
+            port = server.port
+            server.create_database("kept")
+            server.stop()
+            server.start()
+            assert server.port == port and "kept" in server.psql("SELECT datname FROM pg_database").stdout
+        assert not server.directory.exists()
+
+    def test_binary_override(self, monkeypatch, tmp_path):
+        """RETAIN_POSTGRES_BIN names the directory; one without initdb and postgres is refused, naming it."""
+        monkeypatch.setenv("RETAIN_POSTGRES_BIN", str(tmp_path))
+        with pytest.raises(ServerStartError, match="does not hold initdb"):
+            find_postgres_bin()

@@ -5,6 +5,9 @@
 - ``redis_cluster``: a 3-master :class:`~retain.servers.RedisCluster` for the session.
 - ``seaweed_server``: one :class:`~retain.servers.SeaweedServer` (S3 on loopback) for the
   session; ``seaweed_server.archive(prefix)`` opens an Archive on its bucket.
+- ``valkey_server``: one :class:`~retain.servers.ValkeyServer` for the session.
+- ``postgres_server``: one :class:`~retain.servers.PostgresServer` for the session;
+  ``postgres_server.create_database(name)`` makes a database and returns its URL.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from retain.servers import RedisCluster, RedisServer, SeaweedServer
+from retain.servers import PostgresServer, RedisCluster, RedisServer, SeaweedServer, ValkeyServer
 
-__all__ = ["redis_cluster", "redis_conn", "redis_server", "seaweed_server"]
+__all__ = ["postgres_server", "redis_cluster", "redis_conn", "redis_server", "seaweed_server", "valkey_server"]
 
 
 @pytest.fixture(scope="session")
@@ -44,4 +47,16 @@ def redis_cluster() -> Iterator[RedisCluster]:
 @pytest.fixture(scope="session")
 def seaweed_server() -> Iterator[SeaweedServer]:
     with SeaweedServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def valkey_server() -> Iterator[ValkeyServer]:
+    with ValkeyServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    with PostgresServer() as server:
         yield server

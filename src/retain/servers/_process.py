@@ -61,12 +61,13 @@ def wait_until(ready: Callable[[], bool], *, timeout: float, what: str,
 class ChildProcess:
     """A server child process whose output goes to a log file; stopped by terminate, then kill."""
 
-    def __init__(self, argv: list[str], log: Path, cwd: Path) -> None:
+    def __init__(self, argv: list[str], log: Path, cwd: Path, *, user: int | None = None) -> None:
         self.argv = argv
         self.log = log
         self._log_file = log.open("ab")
+        # ``user``: run as that uid (and its gid) -- a server that refuses root, started by root.
         self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, cwd=cwd)
+                                        stdin=subprocess.DEVNULL, cwd=cwd, user=user, group=user)
 
     def alive(self) -> bool:
         return self.process.poll() is None

