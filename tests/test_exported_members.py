@@ -14,7 +14,7 @@ import retain.wire
 def test_retain():
     """retain exports the vocabulary and the error tree."""
     assert sorted(retain.__all__) == sorted([
-        "InvalidDuration", "InvalidInput", "InvalidPolicy", "InvalidStreamName", "InvalidWindow",
+        "AuthenticationError", "InvalidDuration", "InvalidInput", "InvalidPolicy", "InvalidStreamName", "InvalidWindow",
         "MaxAge", "MaxLen", "MinId", "RetainError", "ServerError", "ServerUnavailable", "Window",
         "WrongTypeError", "minid_floor",
     ])

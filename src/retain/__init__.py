@@ -4,6 +4,7 @@ Importing retain starts nothing: no thread, no timer, no connection.
 """
 
 from retain.errors import (
+    AuthenticationError,
     InvalidDuration,
     InvalidInput,
     InvalidPolicy,
@@ -19,6 +20,7 @@ from retain.windows import MaxAge, MaxLen, MinId, Window, minid_floor
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthenticationError",
     "InvalidDuration",
     "InvalidInput",
     "InvalidPolicy",

@@ -13,6 +13,7 @@
     ├── ServerError                        the server refused a command; carries its message
     │   └── WrongTypeError                 the key holds something other than a stream
     ├── ServerUnavailable (ConnectionError)  the server could not be reached or dropped the link
+    ├── AuthenticationError (PermissionError)  the server refused the credentials, required some, or denied a command
     ├── ServerStartError (RuntimeError)    an embedded server (retain.servers) did not come up; carries its log
     ├── ArchiveError                       the archive's object store failed, or holds the unexpected
     │   ├── ArchiveUnavailable (ConnectionError)     the store could not be reached, or an I/O failed
@@ -51,6 +52,7 @@ __all__ = [
     "ArchiveObjectExists",
     "ArchiveObjectMissing",
     "ArchiveUnavailable",
+    "AuthenticationError",
     "Compacted",
     "InvalidArchive",
     "InvalidDocument",
@@ -126,6 +128,16 @@ class WrongTypeError(ServerError):
 
 class ServerUnavailable(RetainError, ConnectionError):
     """The server could not be reached, or the connection broke mid-command."""
+
+
+class AuthenticationError(RetainError, PermissionError):
+    """The server refused the credentials given, required some that were not given, or denied a command
+    to them (Redis WRONGPASS, NOAUTH, NOPERM). Not an outage: retrying does not help, fixing the credentials does.
+    ``server_message`` is the server's own text."""
+
+    def __init__(self, message: str, *, server_message: str = "") -> None:
+        super().__init__(message)
+        self.server_message = server_message
 
 
 class ServerStartError(RetainError, RuntimeError):

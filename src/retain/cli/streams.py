@@ -17,6 +17,7 @@ from redis.retry import Retry
 from retain._redis import translate_errors
 from retain.clock import utc_now
 from retain.daemon import Service, run_daemon
+from retain.errors import ServerUnavailable
 from retain.cli._common import DEFAULT_REDIS_URL, connect, parse_instant, redis_url_option
 from retain.retention import DriverMetrics, PolicyFile, RetentionDriver, SweepReport, load_policy, preview
 from retain.streams import RawKey, StreamRef, trim
@@ -175,6 +176,16 @@ def _once(driver: RetentionDriver) -> None:
         sys.exit(1)
 
 
+def _check_credentials(conn: Any, log: logging.Logger) -> None:
+    """Refuse to start with credentials Redis refuses (AuthenticationError: one line, exit 1); a Redis that is
+    down is only a warning: the driver backs off and reaches it when it comes back."""
+    try:
+        with translate_errors():
+            conn.ping()
+    except ServerUnavailable as exc:
+        log.warning("%s; the driver starts anyway and backs off until it answers", exc)
+
+
 def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, metrics_port: int | None,
             metrics_addr: str) -> None:
     log = logging.getLogger("retain.daemon")
@@ -186,6 +197,7 @@ def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, metrics
             metrics.observe(report)
 
     driver = _driver(conn, policy_file, archive, measure_lengths=metrics is not None, on_report=on_report)
+    _check_credentials(conn, log)
     services: list[Service] = [driver]
     if metrics is not None and metrics_port is not None:
         services.insert(0, metrics.server(metrics_port, metrics_addr))

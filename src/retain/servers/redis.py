@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from retain.servers._process import (ChildProcess, ManagedServer, ServerStartError, StartedOnEnter, free_port,
                                      wait_until)
@@ -127,9 +129,11 @@ class RedisServer(ManagedServer):
 
     def _answers(self) -> bool:
         try:
-            with redis.Redis(host=self.host, port=self.bound_port, socket_timeout=1,
-                             socket_connect_timeout=1) as probe:
+            with redis.Redis(host=self.host, port=self.bound_port, socket_timeout=1, socket_connect_timeout=1,
+                             retry=Retry(NoBackoff(), 0)) as probe:
                 return bool(probe.ping())
+        except redis.exceptions.AuthenticationError:
+            return True  # it answers: a server with requirepass or ACLs refuses a PING without credentials
         except redis.exceptions.RedisError:
             return False
 
