@@ -92,3 +92,21 @@ class TestPostgresServer:
         monkeypatch.setenv("RETAIN_POSTGRES_BIN", str(tmp_path))
         with pytest.raises(ServerStartError, match="does not hold initdb"):
             find_postgres_bin()
+
+
+class TestFailedStarts:
+    @pytest.mark.parametrize("make", [
+        lambda: RedisServer(binary="/nonexistent/redis-server"),
+        lambda: RedisServer(config={"no-such-option": "1"}),
+    ])
+    def test_a_failed_start_leaves_nothing(self, make):
+        """A server that cannot start, started outside a with block, removes the directory it made."""
+        server = make()
+        with pytest.raises((ServerStartError, OSError)):
+            server.start()
+        assert not server.directory.exists()
+
+    def test_weed_keeps_its_logs_in_its_directory(self, seaweed_server):
+        """SeaweedFS writes its log files into its own directory, never loose in the temp directory."""
+        assert seaweed_server.argv()[1] == f"-logdir={seaweed_server.directory}"
+        assert any(path.name.startswith("weed.") for path in seaweed_server.directory.iterdir())

@@ -10,7 +10,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from retain.errors import ServerStartError
 
@@ -106,10 +106,12 @@ class StartedOnEnter:
 class ManagedServer(StartedOnEnter):
     """The lifecycle every embedded server shares: one child process in a directory of its own.
 
-    Subclasses implement ``start()`` (setting ``self._child``). ``stop()`` keeps the
-    directory so that ``start()`` can bring the server back; ``close()`` also
-    removes the directory if the server made it. As a context manager a server
-    that fails to start is closed before the error propagates.
+    Subclasses implement ``_launch()`` (setting ``self._child``, waiting until it
+    answers). ``stop()`` keeps the directory so that ``start()`` can bring the
+    server back; ``close()`` also removes the directory if the server made it. A
+    start that fails stops what it started, and a first start that fails also
+    removes the directory it made, whether or not the server is used as a context
+    manager: a failed start leaves nothing behind.
     """
 
     host = "127.0.0.1"
@@ -118,6 +120,27 @@ class ManagedServer(StartedOnEnter):
         self._own_directory = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix=prefix))
         self._child: ChildProcess | None = None
+        self._started = False
+
+    def _launch(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        """Start the server (again: same port, same files) and wait until it answers.
+
+        Raises:
+            ServerStartError: it did not come up (the message carries its log's tail); what it made is removed.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self._launch()
+        except BaseException:
+            self.stop()
+            if not self._started and self._own_directory:
+                shutil.rmtree(self.directory, ignore_errors=True)
+            raise
+        self._started = True
+        return self
 
     def stop(self) -> None:
         """Stop the server; the directory (and the port) are kept for a later ``start()``."""

@@ -109,7 +109,6 @@ class PostgresServer(ManagedServer):
         self.bin_dir = Path(bin_dir) if bin_dir is not None else find_postgres_bin()
         self.port: int | None = None
         self._as_uid = UNPRIVILEGED_UID if os.geteuid() == 0 else None
-        self._made = False
 
     @property
     def data(self) -> Path:
@@ -137,7 +136,6 @@ class PostgresServer(ManagedServer):
                          "--no-sync", "-E", "UTF8", "--locale=C")
         if made.returncode != 0:
             raise ServerStartError(f"initdb failed in {self.data}: {made.stderr.strip()[-2000:]}")
-        self._made = True
 
     def argv(self) -> list[str]:
         return [str(self.bin_dir / "postgres"), "-D", str(self.data), "-p", str(self.port),
@@ -145,9 +143,9 @@ class PostgresServer(ManagedServer):
                 "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
                 "-c", "max_connections=200", "-c", "logging_collector=off"]
 
-    def start(self) -> PostgresServer:
-        """Make the cluster on the first start, start the server and wait until it accepts connections."""
-        if not self._made:
+    def _launch(self) -> None:
+        # Make the cluster on the first start, start the server and wait until it accepts connections.
+        if not (self.data / "PG_VERSION").exists():
             self._init()
         fixed = self.port is not None
         for _ in range(1 if fixed else 5):
@@ -158,7 +156,7 @@ class PostgresServer(ManagedServer):
             try:
                 wait_until(self._accepts, alive=self._child.alive, timeout=30, log=self._child.log,
                            what=f"postgres on port {self.port}")
-                return self
+                return
             except ServerStartError:
                 self._child.stop()
                 if fixed:

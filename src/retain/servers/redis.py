@@ -106,8 +106,8 @@ class RedisServer(ManagedServer):
             args += [f"--{name}", str(value)]
         return args
 
-    def start(self) -> RedisServer:
-        """Start the server (again) and wait until it answers PING."""
+    def _launch(self) -> None:
+        # Start the server (again) and wait until it answers PING.
         fixed = self.port is not None
         for _ in range(1 if fixed else 5):
             if not fixed:
@@ -116,7 +116,7 @@ class RedisServer(ManagedServer):
             try:
                 wait_until(self._answers, alive=self._child.alive, timeout=20, log=self._child.log,
                            what=f"redis-server on port {self.port}")
-                return self
+                return
             except ServerStartError:
                 self._child.stop()
                 if fixed:

@@ -97,8 +97,9 @@ class SeaweedServer(ManagedServer):
                     break
 
     def argv(self) -> list[str]:
-        args = [self.binary, "mini", f"-dir={self.directory / 'data'}", f"-ip={self.host}",
-                f"-ip.bind={self.host}", f"-bucket={self.bucket}", "-webdav=false", "-admin.ui=false",
+        # -logdir: weed's own log files go into the server's directory (by default it writes weed.* into /tmp)
+        args = [self.binary, f"-logdir={self.directory}", "mini", f"-dir={self.directory / 'data'}",
+                f"-ip={self.host}", f"-ip.bind={self.host}", f"-bucket={self.bucket}", "-webdav=false", "-admin.ui=false",
                 "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false", "-volume.preStopSeconds=0",
                 f"-s3.config={self.directory / 's3.json'}", f"-s3.localSocket={self.directory / 's3.sock'}",
                 f"-filer.localSocket={self.directory / 'filer.sock'}"]
@@ -113,8 +114,8 @@ class SeaweedServer(ManagedServer):
                                                      "secretKey": self.secret_access_key}]}]}
         (self.directory / "s3.json").write_text(json.dumps(identity))
 
-    def start(self) -> SeaweedServer:
-        """Start weed mini and wait until its S3 gateway serves the bucket."""
+    def _launch(self) -> None:
+        # Start weed mini and wait until its S3 gateway serves the bucket.
         (self.directory / "data").mkdir(parents=True, exist_ok=True)
         self._write_identity()
         failure: ServerStartError | None = None
@@ -124,7 +125,7 @@ class SeaweedServer(ManagedServer):
             try:
                 wait_until(self._serves_bucket, alive=self._child.alive, timeout=60, log=self._child.log,
                            what=f"weed mini with S3 on port {self.ports['s3']}")
-                return self
+                return
             except ServerStartError as exc:
                 self._child.stop()
                 self._child, failure = None, exc
