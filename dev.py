@@ -72,8 +72,19 @@ def main(argv: list[str]) -> int:
 
 
 def run(cmd: list[str], **extra: str) -> int:
+    """Run ``cmd`` with the venv first on PATH; its exit status.
+
+    Ctrl-C in a terminal reaches the whole process group, the child too: dev.py
+    then waits for the child to stop its servers and remove their files, rather
+    than leave them behind by exiting first.
+    """
     env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", **extra)
-    return subprocess.call(cmd, cwd=ROOT, env=env)
+    child = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            continue
 
 
 def redis_floor() -> str:
@@ -126,13 +137,19 @@ def bootstrap_pip() -> None:
 
 
 def ensure_installed(extras: str) -> None:
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+    project = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    wanted = f"{project}{extras}"
     installed = STAMP.read_text().split() if STAMP.exists() else []
-    if wanted in installed:
+    # The demo needs no extra: any install of this pyproject.toml serves it.
+    if wanted in installed or (not extras and any(stamp.startswith(project) for stamp in installed)):
         return
-    print(f"dev.py: installing retain{extras} into {VENV}", file=sys.stderr)
-    subprocess.check_call([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                           "-e", f"{ROOT}{extras}"])
+    print(f"dev.py: installing retain{extras} into {VENV} (the first time this downloads its dependencies "
+          "and takes a minute or two; pip reports each one below)", file=sys.stderr, flush=True)
+    # Not --quiet: a first install is long, and a silent one looks hung. pip says what it fetches.
+    subprocess.check_call([str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar",
+                           "off", "-e", f"{ROOT}{extras}"])
+    print(f"dev.py: installed; `retain` is {VENV / 'bin' / 'retain'} (put {VENV / 'bin'} on PATH, or run "
+          f"`source {VENV / 'bin' / 'activate'}`)", file=sys.stderr)
     STAMP.write_text(" ".join([*installed, wanted]))
 
 

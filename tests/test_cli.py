@@ -45,7 +45,7 @@ class TestStreamsTrim:
             redis_conn.xadd("emq:{game}:stream:feed", {"i": str(index)})
         result = self.invoke(redis_server, "game", "feed", "--maxlen", "10", "--exact")
         assert result.exit_code == 0, result.output
-        assert result.output.strip() == "removed 20 entries from emq:{game}:stream:feed (MAXLEN = 10)"
+        assert result.output.strip() == "removed 20 entries from emq:{game}:stream:feed (MAXLEN = 10); 10 left"
         assert redis_conn.xlen("emq:{game}:stream:feed") == 10
 
     def test_max_age_and_raw_key(self, redis_server, redis_conn):
@@ -64,6 +64,23 @@ class TestStreamsTrim:
         result = self.invoke(redis_server, "g", "s", "--min-id", "2026-09-12T08:00:00Z", "--exact")
         assert result.exit_code == 0, result.output
         assert "removed 1 entries" in result.output
+
+    def test_approx_trims_past_the_servers_cap(self, redis_server, redis_conn):
+        """A ~ trim of a 30,000-entry stream to 10,000 removes every whole node outside (LIMIT 0), not the server's
+        cap of 10,000 per call; the length left is shown; --limit sets a cap of one's own."""
+        pipe = redis_conn.pipeline(transaction=False)
+        for index in range(30_000):
+            pipe.xadd("emq:{game}:stream:big", {"i": str(index)})
+        pipe.execute()
+        result = self.invoke(redis_server, "game", "big", "--maxlen", "10000")
+        assert result.exit_code == 0, result.output
+        left = redis_conn.xlen("emq:{game}:stream:big")
+        assert 10_000 <= left < 10_000 + 100 and result.output.strip().endswith(f"; {left} left")
+        for index in range(20_000):
+            pipe.xadd("emq:{game}:stream:big", {"i": str(index)})
+        pipe.execute()
+        capped = self.invoke(redis_server, "game", "big", "--maxlen", "10000", "--limit", "5000")
+        assert capped.exit_code == 0 and "removed 5000 entries" in capped.output
 
     @pytest.mark.parametrize(("args", "message"), [
         (["g", "s"], "exactly one of --maxlen, --max-age, --min-id"),

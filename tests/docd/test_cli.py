@@ -123,3 +123,19 @@ class TestRefusals:
         result = CliRunner().invoke(main, ["docd", "controller", "--db", str(tmp_path / "c.sqlite3"), *args])
         assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output
         assert not (tmp_path / "c.sqlite3").exists()
+
+
+class TestPortInUse:
+    def test_one_line(self, tmp_path):
+        """docd serve on a port in use: one line naming the address, exit 1 (the real command, in a process)."""
+        mounts = tmp_path / "mounts.toml"
+        mounts.write_text("")
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            result = subprocess.run([sys.executable, "-c", "from retain.cli import main; main()", "docd", "serve",
+                                     "--mounts", str(mounts), "--listen", f"127.0.0.1:{port}"],
+                                    capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1 and "docd cannot start" in result.stderr
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1

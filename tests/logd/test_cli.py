@@ -88,3 +88,20 @@ class TestServeAndRequest:
         result = CliRunner().invoke(main, ["logd", *args, "--db", str(tmp_path / "x.sqlite3")]
                                     if args[0] == "serve" else ["logd", *args], input="{get: {}}")
         assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output
+
+
+class TestPortInUse:
+    def test_one_line_and_no_store_left(self, tmp_path):
+        """logd serve on a port in use: one line naming the address, exit 1, and the store it would have made is
+        not left behind (the real command, in a process of its own)."""
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            result = subprocess.run([sys.executable, "-c", "from retain.cli import main; main()", "logd", "serve",
+                                     "--db", str(tmp_path / "new.sqlite3"), "--listen", f"127.0.0.1:{port}"],
+                                    capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1, result.stderr
+        assert "logd cannot start" in result.stderr and "address already in use" in result.stderr.lower()
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        assert sorted(path.name for path in tmp_path.iterdir()) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 from rich.console import Console
 
@@ -22,4 +24,9 @@ def demo() -> None:
     """
     from retain.demo import run  # the demo's dependencies load only when it runs
 
-    run(Console())
+    try:
+        run(Console())
+    except KeyboardInterrupt:
+        # The acts' with-blocks have stopped their servers and removed their files on the way out.
+        click.echo("retain demo interrupted: its servers are stopped and their files removed", err=True)
+        sys.exit(130)

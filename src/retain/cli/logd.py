@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import IO, Any
 
 import click
 
+from retain.errors import RetainError
 from retain.wire import Limits
 
 __all__ = ["logd", "session_options"]
@@ -70,7 +72,13 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
     settings = Settings.from_options(read_budget=read_budget, synchronous=synchronous, cutoff=cutoff, tiers=tiers,
                                      horizon=horizon)
 
-    with Store.open(db, settings=settings) as store:
+    made = not Path(db).exists()
+    try:
+        store = Store.open(db, settings=settings)
+    except RetainError:
+        _remove_store_files(db, made)
+        raise
+    with store:
         running = ServerThread(store, listen=address, socket_path=socket_path, http=http_address,
                                limits=Limits(max_bytes=max_document_bytes))
 
@@ -81,7 +89,19 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
                 where.append(f"http://{server.http_address[0]}:{server.http_address[1]}/")
             return f"logd serving {db} at head {store.head} on {' and '.join(where)}"
 
-        run_daemon(running, name="logd", started=started, finishing="the requests under way")
+        try:
+            run_daemon(running, name="logd", started=started, finishing="the requests under way")
+        except RetainError:
+            store.close()
+            _remove_store_files(db, made)  # a store this failed start created is not left behind
+            raise
+
+
+def _remove_store_files(db: str, made: bool) -> None:
+    """Remove the SQLite file (and its WAL and shared-memory files) if this command created it."""
+    if made and db != ":memory:":
+        for suffix in ("", "-wal", "-shm"):
+            Path(db + suffix).unlink(missing_ok=True)
 
 
 def session_options(function: Any) -> Any:

@@ -49,22 +49,28 @@ def streams() -> None:
 @click.option("--max-age", help="Keep entries younger than a duration: 30s, 90m, 1h, 7d, 1y6w.")
 @click.option("--min-id", help="Keep entries minted at or after a time, e.g. 2026-09-12T08:00:00Z.")
 @click.option("--exact", is_flag=True, help="Trim exactly to the edge (=) instead of whole nodes (~).")
+@click.option("--limit", type=click.IntRange(0), default=0, show_default=True,
+              help="Most entries one ~ trim removes (LIMIT n); 0: no cap, every whole node outside the window.")
 @click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="Key prefix of the layout.")
 @redis_url_option
 def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxlen: int | None,
-                 max_age: str | None, min_id: str | None, exact: bool, prefix: str, url: str) -> None:
-    """Trim one stream to a window with a single XTRIM and print what it removed.
+                 max_age: str | None, min_id: str | None, exact: bool, limit: int, prefix: str, url: str) -> None:
+    """Trim one stream to a window with a single XTRIM; print what it removed and the length left.
 
     The stream is emq:{QUEUE}:stream:NAME, or --key for a stream outside
     that layout. Exactly one of --maxlen, --max-age, --min-id gives the window.
     The default ~ removes whole macro-nodes only and never reaches inside the
-    window; --exact removes precisely to its edge.
+    window; --exact removes precisely to its edge. A ~ trim removes every whole
+    node outside the window (LIMIT 0), as the retention driver does: without
+    it the server caps one XTRIM at 100 nodes (10,000 entries by default);
+    --limit N sets a cap of your own.
 
     \b
     Example:
         retain streams trim codemojex activity --maxlen 10000
         retain streams trim codemojex activity --max-age 7d --exact
         retain streams trim --key legacy:feed --min-id 2026-09-12T08:00:00Z
+        retain streams trim codemojex activity --maxlen 10000 --limit 5000
     """
     if (raw_key is None) == (queue is None or name is None) or (raw_key and (queue or name)):
         raise click.UsageError("give QUEUE NAME, or --key KEY, but not both")
@@ -81,9 +87,11 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
     else:
         window = MinId(parse_instant(min_id, "--min-id"), approx)  # type: ignore[arg-type]
     with connect(url) as conn:
-        removed = trim(conn, stream, window, now=now)
+        removed = trim(conn, stream, window, now=now, limit=limit)
+        with translate_errors(stream.key):
+            left = int(conn.xlen(stream.key))
     shown = window.resolve(now) if isinstance(window, MaxAge) else window
-    click.echo(f"removed {removed} entries from {stream.key} ({shown.describe()})")
+    click.echo(f"removed {removed} entries from {stream.key} ({shown.describe()}); {left} left")
 
 
 @streams.command("run")
