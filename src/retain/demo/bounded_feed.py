@@ -52,15 +52,19 @@ def bounded_feed(server: RedisServer, console: Console) -> None:
         started = time.monotonic()
         peak = 0
         with driver:
-            producer.start()
-            for sample in range(1, SAMPLES + 1):
-                time.sleep(PRODUCE_FOR / SAMPLES)
-                length = conn.xlen(feed.key)
-                peak = max(peak, length)
-                table.add_row(f"{time.monotonic() - started:.2f}s", f"{appended[0]:,}", f"{length:,}",
-                              str(driver.beats), f"{removed[0]:,}")
-            done.set()
-            producer.join()
+            try:
+                producer.start()
+                for sample in range(1, SAMPLES + 1):
+                    time.sleep(PRODUCE_FOR / SAMPLES)
+                    length = conn.xlen(feed.key)
+                    peak = max(peak, length)
+                    table.add_row(f"{time.monotonic() - started:.2f}s", f"{appended[0]:,}", f"{length:,}",
+                                  str(driver.beats), f"{removed[0]:,}")
+            finally:
+                # Also on Ctrl-C: the producer stops before the server it appends to goes away.
+                done.set()
+                if producer.ident is not None:  # it started
+                    producer.join()
         groups = conn.xinfo_stream(feed.key)["groups"]
     elapsed = time.monotonic() - started
     rate = appended[0] / elapsed

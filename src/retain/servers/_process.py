@@ -66,8 +66,10 @@ class ChildProcess:
         self.log = log
         self._log_file = log.open("ab")
         # ``user``: run as that uid (and its gid) -- a server that refuses root, started by root.
+        # A process group of its own: a terminal's Ctrl-C goes to retain, which stops its servers itself
+        # after what runs against them has stopped, instead of every server dying under its clients at once.
         self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, cwd=cwd, user=user, group=user)
+                                        stdin=subprocess.DEVNULL, cwd=cwd, user=user, group=user, process_group=0)
 
     def alive(self) -> bool:
         return self.process.poll() is None
