@@ -20,19 +20,19 @@ def invoke(*args: str, env: dict[str, str] | None = None):
 
 class TestArchiveCommands:
     def test_fold_ls_read(self, redis_server, redis_conn, tmp_path):
-        """fold archives, ls lists segments and W, read prints every entry as a JSON line."""
+        """fold archives, ls lists files and W, read prints every entry as a JSON line."""
         url = str(tmp_path / "archive")
         for index in range(1, 251):
             redis_conn.xadd("emq:{game}:stream:feed", {"i": str(index), "bin": b"\xff\x00"}, id=f"{index}-0")
         folded = invoke("fold", "game", "feed", "--upto", "200", "--segment-entries", "100",
                         "--archive", url, "--url", redis_server.url)
         assert folded.exit_code == 0, folded.output
-        assert folded.output.strip() == ("folded 200 entries into 2 segments of emq:{game}:stream:feed; "
-                                         "W = 200-0 (manifest 2)")
+        assert folded.output.strip() == ("folded 200 entries into 2 files of emq:{game}:stream:feed; "
+                                         "W = 200-0 (table version 2)")
         redis_conn.xtrim("emq:{game}:stream:feed", minid="201-0")
         listed = invoke("ls", "game", "feed", "--archive", url)
         assert listed.exit_code == 0, listed.output
-        assert "W = 200-0" in listed.output and "2 segments, 200 entries" in listed.output
+        assert "W = 200-0" in listed.output and "2 files, 200 entries" in listed.output
         everything = invoke("ls", "--archive", url)
         assert "emq:{game}:stream:feed" in everything.output and "200-0" in everything.output
         read = invoke("read", "game", "feed", "--archive", url, "--url", redis_server.url)
@@ -49,7 +49,7 @@ class TestArchiveCommands:
                         "--url", redis_server.url, env={"TTY_COMPATIBLE": "1"})
         assert result.exit_code == 0, result.output
         assert "folding emq:{game}:stream:long" in result.output
-        assert "folded 3000 entries into 6 segments" in result.output
+        assert "folded 3000 entries into 6 files" in result.output
 
     def test_read_range_by_id_and_time(self, redis_server, redis_conn, tmp_path):
         """--since and --until take ids, <ms> and RFC 3339 times, both included."""
@@ -73,7 +73,7 @@ class TestArchiveCommands:
         result = invoke("fold", "g", "s3", "--archive", url, "--s3-endpoint", options["endpoint"],
                         "--s3-region", "us-east-1", "--url", redis_server.url, env=env)
         assert result.exit_code == 0, result.output
-        assert Archive(url, **options).manifest_at(StreamRef("g", "s3"), 1).entries == 1
+        assert Archive(url, **options).state(StreamRef("g", "s3")).entries == 1
 
     def test_refusals(self, redis_server):
         """Bad arguments are one clean line, never a traceback."""

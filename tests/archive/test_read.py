@@ -36,7 +36,7 @@ def half_archived(redis_conn, archive, stream):
                 pipe.xadd(key, {"v": f"{ms}-{seq}", "bin": b"\x00\xff"}, id=f"{ms}-{seq}")
     pipe.execute()
     fold_then_trim(redis_conn, stream, archive, MaxLen(400, approx=False), count=64, segment_entries=100)
-    assert redis_conn.xlen(stream.key) == 400 and archive.manifest(stream).watermark == StreamId(300, 1)
+    assert redis_conn.xlen(stream.key) == 400 and archive.watermark(stream) == StreamId(300, 1)
     return copy
 
 
@@ -64,21 +64,21 @@ class TestRead:
         """start after end reads nothing."""
         assert list(read(redis_conn, stream, archive, "400-0", "10-0")) == []
 
-    def test_segments_pruned(self, redis_conn, stream, half_archived, tmp_path):
-        """Only segments whose id range meets the read's are opened."""
+    def test_files_pruned(self, redis_conn, stream, half_archived, tmp_path):
+        """Only files whose id range meets the read's are opened."""
         opened = []
 
         class Counting(Archive):
-            def open_segment(self, stream, segment):
-                opened.append(segment.name)
-                return super().open_segment(stream, segment)
+            def open_file(self, file):
+                opened.append(file.path)
+                return super().open_file(file)
 
         archive = Counting(str(tmp_path / "counted"))
         other = StreamRef("game", f"pruned-{uuid.uuid4().hex[:8]}")
         for entry_id, fields in redis_conn.xrange(half_archived.key):
             redis_conn.xadd(other.key, fields, id=entry_id)
         fold(redis_conn, other, archive, "300-1", segment_entries=100)
-        assert len(archive.manifest(other).segments) == 6
+        assert len(archive.state(other).files) == 6
         assert ids_of(read(redis_conn, other, archive, "120-0", "130-1")) == [
             f"{ms}-{seq}".encode() for ms in range(120, 131) for seq in range(2)]
         assert len(opened) == 1
@@ -108,8 +108,8 @@ class TestReadOrder:
         class FoldsUnderTheReader(Archive):
             busy = False
 
-            def manifest(self, stream):
-                answer = super().manifest(stream)
+            def watermark(self, stream):
+                answer = super().watermark(stream)
                 if not self.busy:
                     self.busy = True
                     try:
@@ -121,7 +121,7 @@ class TestReadOrder:
 
         archive = FoldsUnderTheReader(str(tmp_path / "under"))
         got = ids_of(read(redis_conn, stream, archive, count=50))
-        assert redis_conn.xlen(stream.key) < 1200 and archive.manifest(stream).entries > 0
+        assert redis_conn.xlen(stream.key) < 1200 and archive.state(stream).entries > 0
         assert got == appended
         folder_conn.close()
 
