@@ -88,6 +88,67 @@ class TestArchiveCommands:
             assert "Traceback" not in result.output
 
 
+class TestTableCommands:
+    def fill(self, redis_server, redis_conn, url: str, folds: int = 3) -> None:
+        for step in range(folds):
+            for index in range(10):
+                redis_conn.xadd("emq:{g}:stream:t", {"i": str(index), "bin": b"\xfe" if index == 0 else b"x"},
+                                id=f"{1000 + step * 100 + index}-0")
+            assert invoke("fold", "g", "t", "--archive", url, "--url", redis_server.url).exit_code == 0
+
+    def test_query(self, redis_server, redis_conn, tmp_path):
+        """query runs SQL over the stream's view as a table, or as JSON lines; a refused query is one line."""
+        url = str(tmp_path / "archive")
+        self.fill(redis_server, redis_conn, url)
+        shown = invoke("query", "g", "t", "SELECT count(*) AS n, min(ms) AS first FROM entries", "--archive", url)
+        assert shown.exit_code == 0, shown.output
+        assert "1000" in shown.output and "30" in shown.output and "1 rows" in shown.output
+        lines = invoke("query", "SELECT stream, id, fields, fields_binary FROM archive ORDER BY ms LIMIT 2", "--json",
+                       "--archive", url)
+        assert lines.exit_code == 0, lines.output
+        assert [json.loads(line) for line in lines.output.splitlines()] == [
+            {"stream": "emq:{g}:stream:t", "id": "1000-0", "fields": None,
+             "fields_binary": {"i": "0", "bin": {"base64": base64.b64encode(b"\xfe").decode()}}},
+            {"stream": "emq:{g}:stream:t", "id": "1001-0", "fields": {"i": "1", "bin": "x"}, "fields_binary": None}]
+        refused = invoke("query", "g", "t", "SELECT nope FROM entries", "--archive", url)
+        assert refused.exit_code == 1 and "DuckDB refused the query" in refused.output
+        assert "Traceback" not in refused.output
+        usage = invoke("query", "g", "SELECT 1", "--archive", url)
+        assert usage.exit_code != 0 and 'give QUEUE NAME "SQL"' in usage.output
+
+    def test_maintain_and_ls_show_expiry(self, redis_server, redis_conn, tmp_path):
+        """maintain compacts and expires (a dry run first says what it would do); ls shows how far expiry reached."""
+        url = str(tmp_path / "archive")
+        self.fill(redis_server, redis_conn, url)
+        dry = invoke("maintain", "--max-age", "1d", "--dry-run", "--archive", url)
+        assert dry.exit_code == 0, dry.output
+        assert "would expire 30 entries" in dry.output and Archive(url).state(StreamRef("g", "t")).entries == 30
+        done = invoke("maintain", "--archive", url, "--vacuum-retention", "1m")
+        assert done.exit_code == 0 and "compacted 3 files into 1" in done.output
+        assert "expired before none" in " ".join(invoke("ls", "g", "t", "--archive", url).output.split())
+        expired = invoke("maintain", "--max-age", "1d", "--archive", url)
+        assert expired.exit_code == 0 and "expired 30 entries" in expired.output
+        listed = " ".join(invoke("ls", "g", "t", "--archive", url).output.split())
+        assert "0 files, 0 entries" in listed and "expired before 20" in listed
+        bad = invoke("maintain", "--max-age", "soon", "--archive", url)
+        assert bad.exit_code != 0 and "--max-age" in bad.output and "Traceback" not in bad.output
+
+    def test_migrate(self, redis_server, redis_conn, tmp_path):
+        """migrate turns a format-1 archive into the table and says what it moved; ls then shows the table."""
+        from tests.helpers.legacy import write_legacy
+
+        url = str(tmp_path / "old")
+        write_legacy(url, {"emq:{g}:stream:old": [[(f"{ms}-0".encode(), {b"a": b"1"}) for ms in range(1, 11)]]})
+        assert "format 1, read-only" in " ".join(invoke("ls", "--archive", url).output.split())
+        folded = invoke("fold", "g", "old", "--archive", url, "--url", redis_server.url)
+        assert folded.exit_code == 1 and "retain archive migrate" in folded.output
+        moved = invoke("migrate", "--archive", url)
+        assert moved.exit_code == 0, moved.output
+        assert "emq:{g}:stream:old  10 entries from 1 segments: 1 files; W = 10-0" in moved.output
+        assert "migrated 10 entries of 1 streams, every id checked once" in moved.output
+        assert "(table, version 1)" in " ".join(invoke("ls", "--archive", url).output.split())
+
+
 class TestDemoAct:
     def test_proves_nothing_lost(self, redis_server, redis_conn):
         """The archive act runs the driver with an archive while the feed is appended, and proves the merge-read whole."""

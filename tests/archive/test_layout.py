@@ -38,16 +38,14 @@ class TestFileNames:
     def test_example(self):
         """A data file lives in its stream's partition folder, named by the ids it holds and a token."""
         path = file_name("emq:{q}:stream:s", StreamId(1, 2), StreamId(3, 4), "ab12")
-        assert path == ("stream=emq!3A!7Bq!7D!3Astream!3As/00000000000000000001-00000000000000000002_"
-                        "00000000000000000003-00000000000000000004.ab12.parquet")
+        assert path == "stream=emq!3A!7Bq!7D!3Astream!3As/1-2_3-4.ab12.parquet"
         assert file_range(path) == (StreamId(1, 2), StreamId(3, 4))
         assert file_range("stream=x/part-0001.snappy.parquet") is None
 
     @given(stream_ids, stream_ids)
-    def test_names_sort_as_ids_and_read_back(self, a, b):
-        """Zero-padded names sort as their first ids do, and give back the range they were made from."""
+    def test_names_read_back(self, a, b):
+        """A name gives back the range it was made from, whatever the ids."""
         low, high = min(a, b), max(a, b)
-        assert (file_name("k", a, a, "0") < file_name("k", b, b, "0")) == (a < b)
         assert file_range(file_name("k", low, high, "ff")) == (low, high)
 
 

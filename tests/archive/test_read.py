@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retain.archive import Archive, StreamId, fold, fold_then_trim, read
+from retain.archive import FILE_SCHEMA, Archive, StreamId, fold, fold_then_trim, read, read_arrow
 from retain.errors import InvalidInput, InvalidStreamId, WrongTypeError
 from retain.streams import StreamRef
 from retain.windows import MaxLen
@@ -97,6 +97,32 @@ class TestRead:
             list(read(redis_conn, stream, archive))
 
 
+def arrow_ids(batches) -> list[bytes]:
+    return [entry_id.encode() for batch in batches for entry_id in batch.column("id").to_pylist()]
+
+
+class TestReadArrow:
+    @pytest.mark.parametrize(("start", "end"), [(None, None), ("250", "350"), ("300-1", "301-0"), ("301-0", None)])
+    def test_same_rows_as_read(self, redis_conn, archive, stream, half_archived, start, end):
+        """Archived and live rows as record batches of the table's columns: the entries read gives, in order."""
+        batches = list(read_arrow(redis_conn, stream, archive, start, end, count=37))
+        assert all(batch.schema == FILE_SCHEMA for batch in batches)
+        rows = [row for batch in batches for row in batch.to_pylist()]
+        expected = list(read(redis_conn, stream, archive, start, end, count=37))
+        assert [row["id"].encode() for row in rows] == [entry_id for entry_id, _ in expected]
+        for row, (_, fields) in zip(rows, expected):
+            pairs = row["fields_binary"] if row["fields"] is None else [(k, v.encode()) for k, v in row["fields"]]
+            assert {name.encode(): value for name, value in pairs} == fields
+            assert row["ts"].timestamp() * 1000 == row["ms"]
+
+    def test_refusals_at_the_call(self, redis_conn, archive, stream):
+        """Bad bounds are refused when read_arrow is called, before any I/O."""
+        with pytest.raises(InvalidStreamId):
+            read_arrow(redis_conn, stream, archive, start="yesterday")
+        with pytest.raises(InvalidInput):
+            read_arrow(redis_conn, stream, archive, count=0)
+
+
 class TestReadOrder:
     @pytest.mark.parametrize("approx", [True, False], ids=["~", "="])
     def test_fold_and_trim_between_every_step(self, redis_server, redis_conn, tmp_path, stream, append, approx):
@@ -136,6 +162,7 @@ workloads = st.fixed_dictionaries({
     "segment_entries": st.integers(5, 80),
     "read_count": st.integers(2, 50),
     "readers": st.integers(1, 2),
+    "arrow": st.booleans(),
 })
 _examples = itertools.count()
 
@@ -144,8 +171,8 @@ class TestMergeUnderFoldAndTrim:
     @settings(max_examples=12)
     @given(workload=workloads)
     def test_no_gap_no_duplicate_order_kept(self, redis_server, tmp_path, workload):
-        """Producers append, a folder folds and trims, readers merge-read, all at once: each read yields
-        every entry appended before it began, none twice, none unappended, in id order."""
+        """Producers append, a folder folds and trims, readers merge-read (as entries or Arrow batches), all at
+        once: each read yields every entry appended before it began, none twice, none unappended, in id order."""
         stream = StreamRef("game", f"merge-{next(_examples)}")
         archive = Archive(str(tmp_path / stream.name))
         appended: list[bytes] = []
@@ -187,7 +214,11 @@ class TestMergeUnderFoldAndTrim:
                     last_round = not producing.is_set()
                     with lock:
                         before = set(appended)
-                    reads.append((before, ids_of(read(conn, stream, archive, count=workload["read_count"]))))
+                    if workload["arrow"]:
+                        got = arrow_ids(read_arrow(conn, stream, archive, count=workload["read_count"]))
+                    else:
+                        got = ids_of(read(conn, stream, archive, count=workload["read_count"]))
+                    reads.append((before, got))
                     if last_round:
                         return
 

@@ -38,12 +38,13 @@ def table_of(archive: Archive, version: int | None = None) -> DeltaTable:
 
 def archived_ids(archive: Archive, stream: Stream) -> list[tuple[int, int]]:
     """Every row's id, ``(ms, seq)``, of every live file of ``stream`` in the table's log, read straight from the
-    store, file after file in the order of their names (each starts with the first id it holds)."""
+    store, file after file in the order of the first id each holds (its name starts with it)."""
     if archive.version < 0:
         return []
     actions = pa.table(table_of(archive).get_add_actions(flatten=True))
-    paths = sorted(path for path, key in zip(actions.column("path").to_pylist(),
-                                             actions.column("partition.stream").to_pylist()) if key == stream.key)
+    paths = sorted((path for path, key in zip(actions.column("path").to_pylist(),
+                                              actions.column("partition.stream").to_pylist()) if key == stream.key),
+                   key=_first)
     rows: list[tuple[int, int]] = []
     for path in paths:
         data = bytes(obstore.get(archive.store, path).bytes())
@@ -63,7 +64,7 @@ def commits_of(archive: Archive, stream: Stream) -> list[tuple[int, list[tuple[s
         added = {path for path, key in _files(at) if key == stream.key} - {path for path, key in _files(before)}
         ms, seq = at.transaction_version(f"{stream.key}/ms"), at.transaction_version(f"{stream.key}/seq")
         if added:
-            ranges = [_range(path) for path in sorted(added)]
+            ranges = [_range(path) for path in sorted(added, key=_first)]
             found.append((version, ranges, (ms, seq or 0) if ms is not None else None))
     return found
 
@@ -73,6 +74,11 @@ def _files(table: DeltaTable) -> list[tuple[str, str]]:
     if not actions.num_rows:
         return []
     return list(zip(actions.column("path").to_pylist(), actions.column("partition.stream").to_pylist()))
+
+
+def _first(path: str) -> tuple[int, int]:
+    first = _range(path)[0]
+    return int(first.split("-")[0]), int(first.split("-")[1])
 
 
 def _range(path: str) -> tuple[str, str]:

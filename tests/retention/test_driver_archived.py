@@ -16,12 +16,13 @@ import itertools
 import logging
 import threading
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import redis
 import redis.asyncio
 
-from retain.archive import Archive, StreamId, read
+from retain.archive import Archive, MaintenanceSettings, StreamId, read
 from retain.errors import (ArchiveAccessDenied, ArchiveObjectExists, ArchiveUnavailable, InvalidPolicy,
                            UnarchivableEntry)
 from retain.retention import AsyncRetentionDriver, DriverMetrics, RetentionDriver, StreamPolicy, SweepReport
@@ -502,3 +503,41 @@ class TestAsyncTwin:
         assert dict(report.lengths) == {plain.key: 30, archived.key: 30}
         assert threads and loop_thread not in threads
         assert_whole(redis_conn, archived, archive, appended)
+
+
+class TestMaintenance:
+    """The driver maintains its archive on a cadence of its own, by its clock."""
+
+    def test_on_its_own_cadence(self, redis_conn, tmp_path):
+        """A beat maintains the archive once ``every`` has passed since the last time (the first: one period
+        after the driver's first beat): small files compacted, rows past max_age expired, the log kept."""
+        archive, stream = local(tmp_path), fresh()
+        start = datetime(2026, 9, 12, tzinfo=timezone.utc)
+        now = [start]
+        settings = MaintenanceSettings(every=timedelta(minutes=10), max_age=timedelta(days=1),
+                                       log_retention=timedelta(seconds=1), vacuum_retention=timedelta(seconds=1))
+        driver = RetentionDriver(redis_conn, [StreamPolicy(stream, MaxLen(0, approx=False), archive=True)],
+                                 archive=archive, maintenance=settings, clock=lambda: now[0])
+        appended: list[bytes] = []
+        maintained = []
+        for minute in range(0, 25, 5):
+            now[0] = start + timedelta(minutes=minute)
+            appended += append(redis_conn, stream.key, 10)
+            report = driver.sweep()
+            assert report.ok
+            maintained.append(report.maintenance is not None)
+        assert maintained == [False, False, True, False, True]  # at 10 and 20 minutes
+        assert len(archive.state(stream).files) == 1  # the 20-minute maintenance merged the small files
+        assert [entry_id for entry_id, _ in read(redis_conn, stream, archive)] == appended
+        now[0] = datetime.fromtimestamp(ms_of(appended[-1])[0] / 1000, timezone.utc) + timedelta(days=2)
+        report = driver.maintain()
+        assert report is not None and report.streams[0].expired == 50 and archive.state(stream).entries == 0
+
+    def test_defaults_and_refusals(self, redis_conn, tmp_path):
+        """An archived policy is maintained with the archive's defaults unless told otherwise; a maintenance
+        that is not MaintenanceSettings is refused; a plain policy has none."""
+        policy = [StreamPolicy(fresh(), MaxLen(10), archive=True)]
+        assert RetentionDriver(redis_conn, policy, archive=local(tmp_path)).maintenance == MaintenanceSettings()
+        with pytest.raises(InvalidPolicy, match="maintenance must be a retain.archive.MaintenanceSettings"):
+            RetentionDriver(redis_conn, policy, archive=local(tmp_path), maintenance={"every": "1h"})
+        assert RetentionDriver(redis_conn, [(fresh(), MaxLen(10))]).maintenance is None

@@ -97,16 +97,16 @@ class Chunks:
         with translate_errors(self.key):
             return self.conn.xrange(self.key, str(low), str(self.high), count=count)  # type: ignore[no-any-return]
 
-    def _ask(self) -> None:
-        """Ask for the next chunk: sent at once on the worker when there is one, else when taken."""
+    def _ask(self, *, ahead: bool = True) -> None:
+        """Ask for the next chunk: sent at once on the worker when there is one (and ``ahead``), else when taken."""
         asked = min(self.count, self.limit - self.read)
-        ahead = self.prefetch.submit(self._xrange, self.low, asked) if self.prefetch is not None else None
-        self._asked = (asked, ahead)
+        future = self.prefetch.submit(self._xrange, self.low, asked) if ahead and self.prefetch is not None else None
+        self._asked = (asked, future)
 
     def __iter__(self) -> Iterator[list[Any]]:
         try:
             if self.read < self.limit:
-                self._ask()
+                self._ask(ahead=False)  # the first is read at once: a range of one short chunk starts no thread
             while self._asked is not None:
                 asked, ahead = self._asked
                 self._asked = None

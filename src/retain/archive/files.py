@@ -31,6 +31,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pa_dataset
+import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
 from retain.archive._boundary import reading_file
@@ -38,7 +40,7 @@ from retain.archive.columns import FILE_SCHEMA, Arrays, Entry, Text, chunk_array
 from retain.ids import StreamId
 
 __all__ = ["FORMAT_VERSION", "ROW_GROUP_ROWS", "EncodedFile", "FileWriter", "open_parquet", "read_entries",
-           "read_tables"]
+           "read_tables", "scan_batches"]
 
 #: the format of the archive: 1 was manifests and segments (:mod:`retain.archive.legacy`), 2 is the table
 FORMAT_VERSION = 2
@@ -46,6 +48,10 @@ ROW_GROUP_ROWS = 10_000
 _INT64_MAX = 2**63 - 1
 #: the columns with statistics: what readers prune on
 _STATISTICS = ["id", "ms", "seq", "ts"]
+#: how pyarrow's scanner reads a data file: every page checksum verified, as open_parquet does
+_SCAN = pa_dataset.ParquetFileFormat(
+    default_fragment_scan_options=pa_dataset.ParquetFragmentScanOptions(page_checksum_verification=True))
+_LOCAL = pa_fs.LocalFileSystem()
 
 
 @dataclass(frozen=True)
@@ -156,16 +162,17 @@ class FileWriter:
         if self._pending_rows >= self.row_group_rows:
             self._flush()
 
-    def _flush(self) -> None:
+    def _flush(self, *, now: bool = False) -> None:
+        """Write the pending rows as a row group: on the encoder, or at once (``now``, or with none)."""
         if self._pending:
             pieces, self._pending, self._pending_rows = self._pending, [], 0
-            self._submit(lambda: self._write(entries_table(pieces, self.stream)))
+            self._submit(lambda: self._write(entries_table(pieces, self.stream)), now)
         elif self._pending_tables:
             tables, self._pending_tables, self._pending_rows = self._pending_tables, [], 0
-            self._submit(lambda: self._write(pa.concat_tables(tables)))
+            self._submit(lambda: self._write(pa.concat_tables(tables)), now)
 
-    def _submit(self, work: Any) -> None:
-        if self._encoder is None:
+    def _submit(self, work: Any, now: bool) -> None:
+        if self._encoder is None or (now and not self._writing):
             work()
         else:
             self._writing.append(self._encoder.submit(work))
@@ -182,7 +189,7 @@ class FileWriter:
         """Close the file and return it; at least one entry must have been added."""
         if self.first is None or self.last is None:
             raise ValueError("a data file needs at least one entry")
-        self._flush()
+        self._flush(now=True)  # the caller waits for it anyway: no hand-over to the encoder when none is busy
         try:
             for future in self._writing:
                 future.result()
@@ -210,28 +217,63 @@ def open_parquet(source: Any, name: str) -> pq.ParquetFile:
         return pq.ParquetFile(source, page_checksum_verification=True)
 
 
-def read_tables(parquet: pq.ParquetFile, name: str, low: StreamId, high: StreamId,
-                columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
-    """The rows of a data file with ids in ``low..high`` (both included), one row group at a time.
+def _row_groups(parquet: pq.ParquetFile, low: StreamId, high: StreamId) -> list[tuple[int, Any]]:
+    """The row groups whose ids may meet ``low..high``, with their ``ms`` statistics (the others are skipped)."""
+    ms_column = parquet.schema_arrow.get_field_index("ms")
+    found = []
+    for index in range(parquet.num_row_groups):
+        stats = parquet.metadata.row_group(index).column(ms_column).statistics
+        if stats is not None and stats.has_min_max and (stats.max < low.ms or stats.min > high.ms):
+            continue
+        found.append((index, stats))
+    return found
 
-    Row groups wholly outside the range are skipped on their statistics, unread.
+
+def scan_batches(parquet: pq.ParquetFile, path: str, name: str, low: StreamId, high: StreamId) -> Iterator[pa.RecordBatch]:
+    """The rows of the local data file at ``path`` with ids in ``low..high``, as record batches.
+
+    What :func:`read_tables` reads, decoded by pyarrow's scanner: the row groups
+    in parallel, a few batches ahead (as fast as a dataset's ``to_table``, in
+    bounded memory). Row groups are chosen on ``parquet``'s statistics.
+    """
+    with reading_file(name):
+        groups = _row_groups(parquet, low, high)
+        if not groups:
+            return
+        fragment = _SCAN.make_fragment(path, filesystem=_LOCAL, row_groups=[index for index, _ in groups])
+        for batch in fragment.to_batches(schema=FILE_SCHEMA, batch_size=ROW_GROUP_ROWS, batch_readahead=4):
+            if batch.num_rows and (_id_at(batch, 0) < low or _id_at(batch, -1) > high):
+                batch = batch.filter(_within(batch, low, high))
+            if batch.num_rows:
+                yield batch
+
+
+def _id_at(batch: pa.RecordBatch, row: int) -> StreamId:
+    return StreamId(batch.column("ms")[row].as_py(), batch.column("seq")[row].as_py())
+
+
+def read_tables(parquet: pq.ParquetFile, name: str, low: StreamId, high: StreamId,
+                columns: Sequence[str] | None = None, batch_rows: int = ROW_GROUP_ROWS) -> Iterator[pa.Table]:
+    """The rows of a data file with ids in ``low..high`` (both included), ``batch_rows`` at a time at most.
+
+    Row groups wholly outside the range are skipped on their statistics, unread;
+    the others are decoded as they are taken (a reader's first row costs a
+    batch, not a row group).
 
     Raises:
         ArchiveCorrupt: a page fails its checksum, or a row group is not the file's columns (naming ``name``).
     """
     with reading_file(name):
-        ms_column = parquet.schema_arrow.get_field_index("ms")
-        for index in range(parquet.num_row_groups):
-            stats = parquet.metadata.row_group(index).column(ms_column).statistics
-            if stats is not None and stats.has_min_max and (stats.max < low.ms or stats.min > high.ms):
-                continue
-            table = parquet.read_row_group(index, columns=columns)
-            if columns is None and table.schema != FILE_SCHEMA and table.schema.names == FILE_SCHEMA.names:
-                table = table.cast(FILE_SCHEMA)  # the names Parquet gives a map's entries, and no file metadata
-            if _straddles(stats, low, high):
-                table = table.filter(_within(table, low, high))
-            if table.num_rows:
-                yield table
+        for index, stats in _row_groups(parquet, low, high):
+            straddles = _straddles(stats, low, high)
+            for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=[index], columns=columns):
+                table = pa.Table.from_batches([batch])
+                if columns is None and table.schema != FILE_SCHEMA and table.schema.names == FILE_SCHEMA.names:
+                    table = table.cast(FILE_SCHEMA)  # the names Parquet gives a map's entries, and no file metadata
+                if straddles:
+                    table = table.filter(_within(table, low, high))
+                if table.num_rows:
+                    yield table
 
 
 def read_entries(parquet: pq.ParquetFile, name: str, low: StreamId, high: StreamId,
@@ -249,7 +291,7 @@ def _straddles(stats: Any, low: StreamId, high: StreamId) -> bool:
     return bool(stats.min <= low.ms or stats.max >= high.ms)
 
 
-def _within(table: pa.Table, low: StreamId, high: StreamId) -> pa.ChunkedArray:
+def _within(table: pa.Table | pa.RecordBatch, low: StreamId, high: StreamId) -> pa.ChunkedArray:
     ms, seq = table.column("ms"), table.column("seq")
     keep = pc.or_(pc.greater(ms, low.ms), pc.and_(pc.equal(ms, low.ms), pc.greater_equal(seq, low.seq)))
     if high.ms <= _INT64_MAX:  # past int64 every stored id is below the bound

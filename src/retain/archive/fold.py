@@ -22,11 +22,11 @@ merge-read keeps only one copy; a trim is idempotent.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from retain import _fields
 from retain._fields import Where
@@ -121,6 +121,7 @@ class FoldTrimOutcome:
 
 
 Progress = Callable[[FoldProgress], None]
+T = TypeVar("T")
 
 
 def _check_sizes(count: object, segment_entries: object, min_entries: object) -> None:
@@ -138,12 +139,33 @@ def _last_id(conn: Any, key: str) -> StreamId | None:
 
 
 class _Workers:
-    """A fold's two helper threads, each keeping its work in order: the next XRANGE, and the encoding."""
+    """A fold's two helper threads, each keeping its work in order: the next XRANGE, and the encoding.
+
+    Each starts with its first task: a small fold (one short chunk, one row
+    group) starts neither.
+    """
 
     def __init__(self, stack: ExitStack) -> None:
         stack.enter_context(paused_gc())
-        self.prefetch = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="retain-fold-read"))
-        self.encoder = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="retain-fold-encode"))
+        self.prefetch = stack.enter_context(_Lazy("retain-fold-read"))
+        self.encoder = stack.enter_context(_Lazy("retain-fold-encode"))
+
+
+class _Lazy(Executor):
+    """A one-thread executor whose thread starts with its first task."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix=self.name)
+        return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait, cancel_futures=cancel_futures)
 
 
 def _read_file(conn: Any, key: str, low: StreamId, boundary: StreamId, *, count: int, limit: int,

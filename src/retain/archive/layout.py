@@ -12,9 +12,11 @@ characters every object store and file system takes as they are
 (``emq:{codemojex}:stream:activity`` is
 ``emq!3A!7Bcodemojex!7D!3Astream!3Aactivity``). The partition value in the
 log is the key itself. ``<first>`` and ``<last>`` are the ids the file holds
-from and to, ``<ms>-<seq>`` with both parts zero-padded to 20 digits (names
-sort as ids, and a reader knows a file's exact range from its name);
-``<token>`` is random per file, so two writers never write the same name.
+from and to, ``<ms>-<seq>`` as Redis writes them (a reader knows a file's
+exact range from its name, and orders files by it: the names themselves do
+not sort as ids); ``<token>`` is 12 random hex digits per file, so two writers
+never write the same name. Every file and tombstone is named in the log and
+its checkpoints: short names keep them small.
 
 Each stream's state rides in the table's app transactions (Delta's ``txn``
 actions, one version per app id), read in constant time from a snapshot:
@@ -25,8 +27,8 @@ actions, one version per app id), read in constant time from a snapshot:
 - ``<key>/expired``: the millisecond before which the stream's rows expired.
 
 Example:
-    >>> file_name("emq:{q}:stream:s", StreamId(1, 0), StreamId(9, 2), "a1b2c3d4")
-    'stream=emq!3A!7Bq!7D!3Astream!3As/00000000000000000001-00000000000000000000_00000000000000000009-00000000000000000002.a1b2c3d4.parquet'
+    >>> file_name("emq:{q}:stream:s", StreamId(1789171200000, 0), StreamId(1789171200999, 2), "a1b2c3d4e5f6")
+    'stream=emq!3A!7Bq!7D!3Astream!3As/1789171200000-0_1789171200999-2.a1b2c3d4e5f6.parquet'
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ __all__ = [
     "file_name",
     "file_range",
     "key_of_dir",
-    "padded",
     "rewrite_txn",
     "stream_dir",
     "watermark_txns",
@@ -54,7 +55,7 @@ DELTA_LOG = "_delta_log"
 PARTITION = "stream"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _ESCAPED = re.compile(r"(?:![0-9A-F]{2})+")
-_FILE = re.compile(r"([0-9]{20})-([0-9]{20})_([0-9]{20})-([0-9]{20})\.[0-9a-f]+\.parquet")
+_FILE = re.compile(r"([0-9]{1,20})-([0-9]{1,20})_([0-9]{1,20})-([0-9]{1,20})\.[0-9a-f]+\.parquet")
 
 
 def stream_dir(key: str) -> str:
@@ -67,14 +68,9 @@ def key_of_dir(folder: str) -> str:
     return _ESCAPED.sub(lambda run: bytes.fromhex(run[0].replace("!", "")).decode(errors="replace"), folder)
 
 
-def padded(entry_id: StreamId) -> str:
-    """``<ms>-<seq>`` with both parts zero-padded to 20 digits: names sort as ids."""
-    return f"{entry_id.ms:020d}-{entry_id.seq:020d}"
-
-
 def file_name(key: str, first: StreamId, last: StreamId, token: str) -> str:
     """The path, relative to the table's root, of a data file of ``key`` holding ids ``first..last``."""
-    return f"{PARTITION}={stream_dir(key)}/{padded(first)}_{padded(last)}.{token}.parquet"
+    return f"{PARTITION}={stream_dir(key)}/{first}_{last}.{token}.parquet"
 
 
 def file_range(path: str) -> tuple[StreamId, StreamId] | None:

@@ -20,10 +20,11 @@ maintain`` by hand), per stream and then for the table:
 3. **checkpoint**, so that opening the table reads one file, not the commits;
 4. **log cleanup**: commits older than ``log_retention`` (and the latest
    checkpoint) are deleted;
-5. **vacuum**: files no commit of the last ``vacuum_retention`` lists (those
-   compacted away or expired, and orphans of a crashed or beaten fold) are
-   deleted. The retention must outlast the longest merge-read: a reader's
-   files must not vanish under it.
+5. **vacuum**: files compacted away or expired are deleted once
+   ``vacuum_retention`` has passed since (a merge-read that finds one gone
+   lists the files again and reads on from the compacted file), and files no
+   commit ever listed (a fold that crashed or lost its race) an hour after
+   they were written.
 
 The plans are pure; the rest is I/O.
 
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any
@@ -51,6 +52,7 @@ from retain.archive.table import (
     Archive,
     ArchivedFile,
     Rewrite,
+    TABLE_PROPERTIES,
     StreamState,
     delta_interval,
 )
@@ -80,7 +82,8 @@ class MaintenanceSettings:
     target_file_entries: int = DEFAULT_TARGET_FILE_ENTRIES
     #: the log keeps each commit this long (then, once checkpointed, it is cleaned up)
     log_retention: timedelta = DEFAULT_LOG_RETENTION
-    #: a file no longer listed is deleted this long after; whole hours, at least one
+    #: a file compacted away or expired stays in the store at least this long after (a read that still
+    #: lists it, and is slower, lists the files again and reads on from the compacted one)
     vacuum_retention: timedelta = DEFAULT_VACUUM_RETENTION
     #: rows older than this expire from every stream (None: they never do)
     max_age: timedelta | None = None
@@ -95,9 +98,6 @@ class MaintenanceSettings:
                 continue
             if not isinstance(value, timedelta) or value <= timedelta(0):
                 where.refuse(name, "a positive timedelta", value)
-        if self.vacuum_retention % timedelta(hours=1) or self.vacuum_retention < timedelta(hours=1):
-            where.refuse("vacuum_retention", "whole hours, at least 1 (a file a fold has written but not yet "
-                                             "committed must outlive it)", self.vacuum_retention)
         if isinstance(self.target_file_entries, bool) or not isinstance(self.target_file_entries, int) or \
                 self.target_file_entries < 1:
             where.refuse("target_file_entries", "a whole number >= 1", self.target_file_entries)
@@ -165,10 +165,12 @@ def plan_expiry(files: Sequence[ArchivedFile], cutoff_ms: int) -> tuple[tuple[Ar
 
 
 def plan_compaction(files: Sequence[ArchivedFile], target_entries: int) -> tuple[tuple[ArchivedFile, ...], ...]:
-    """Runs of two or more consecutive files whose entries add up to at most ``target_entries``.
+    """Runs of two or more consecutive small files whose entries add up to at most ``target_entries``.
 
     Pure. ``files`` are one stream's, in id order; each run becomes one file,
-    in the same place in the order, so files stay sorted and apart.
+    in the same place in the order, so files stay sorted and apart. A file of
+    half the target or more is left as it is, and ends a run: a large file is
+    not rewritten over and over to take in a few small ones.
 
     Example:
         >>> [len(run) for run in plan_compaction(files_of_sizes([10, 10, 10, 990, 5, 5]), 1000)]
@@ -178,12 +180,13 @@ def plan_compaction(files: Sequence[ArchivedFile], target_entries: int) -> tuple
     run: list[ArchivedFile] = []
     total = 0
     for file in files:
-        if run and total + file.count > target_entries:
+        large = file.count * 2 >= target_entries
+        if run and (large or total + file.count > target_entries):
             if len(run) > 1:
                 runs.append(tuple(run))
             run, total = [], 0
-        if file.count >= target_entries:
-            continue  # full already: never rewritten again
+        if large:
+            continue  # full enough: never rewritten again
         run.append(file)
         total += file.count
     if len(run) > 1:
@@ -209,16 +212,14 @@ def maintain(archive: Archive, settings: MaintenanceSettings | None = None, *, n
     started = time.monotonic()
     archive.check_writable()
     if not dry_run:
-        archive.set_properties({
-            "delta.logRetentionDuration": delta_interval(settings.log_retention),
-            "delta.deletedFileRetentionDuration": delta_interval(settings.vacuum_retention),
-            "delta.enableExpiredLogCleanup": "false",
-        })
+        archive.set_properties({**TABLE_PROPERTIES,
+                                "delta.logRetentionDuration": delta_interval(settings.log_retention),
+                                "delta.deletedFileRetentionDuration": delta_interval(settings.vacuum_retention)})
     streams = tuple(_stream(archive, key, settings, now, dry_run) for key in archive.streams())
     if not dry_run:
         archive.checkpoint()
         archive.clean_log()
-    vacuumed = archive.vacuum(settings.vacuum_retention, dry_run=dry_run)
+    vacuumed = archive.vacuum(dry_run=dry_run)
     objects, size = archive.log_size()
     return MaintenanceReport(now, streams, objects, size, len(vacuumed), time.monotonic() - started, dry_run)
 
@@ -238,10 +239,15 @@ def _stream(archive: Archive, key: str, settings: MaintenanceSettings, now: date
     report: dict[str, Any] = {}
     try:
         age = settings.max_age_of(key)
-        if age is not None:
-            report.update(_expire(archive, archive.state(stream), epoch_ms(now - age, "the expiry cutoff"), dry_run))
         state = archive.state(stream)
-        runs = plan_compaction(state.files, settings.target_file_entries)
+        files = state.files
+        if age is not None:
+            expiry, files = _expire(archive, state, epoch_ms(now - age, "the expiry cutoff"), dry_run)
+            report.update(expiry)
+            if not dry_run:
+                state = archive.state(stream)
+                files = state.files
+        runs = plan_compaction(files, settings.target_file_entries)
         report["compacted"] = sum(len(run) for run in runs)
         report["compacted_into"] = len(runs)
         if runs and not dry_run:
@@ -253,10 +259,12 @@ def _stream(archive: Archive, key: str, settings: MaintenanceSettings, now: date
     return StreamMaintenance(key, **report)
 
 
-def _expire(archive: Archive, state: StreamState, cutoff: int, dry_run: bool) -> dict[str, Any]:
+def _expire(archive: Archive, state: StreamState, cutoff: int,
+            dry_run: bool) -> tuple[dict[str, Any], tuple[ArchivedFile, ...]]:
+    """Expire the rows of ``state`` before ``cutoff``; also the files as they are after (a dry run: would be)."""
     whole, straddling = plan_expiry(state.files, cutoff)
     if not whole and straddling is None:
-        return {}
+        return {}, state.files
     stream = RawKey(state.stream)
     kept: tuple[ArchivedFile, ...] = ()
     expired = sum(file.count for file in whole)
@@ -266,13 +274,17 @@ def _expire(archive: Archive, state: StreamState, cutoff: int, dry_run: bool) ->
             young = table.filter(pc.greater_equal(table.column("ms"), cutoff))
             expired += table.num_rows - young.num_rows
             writer.add_table(young)
-        if writer.count and not dry_run:
+        if writer.count and dry_run:
+            kept = (replace(straddling, count=writer.count),)  # as it would be: only its size counts in the plan
+        elif writer.count:
             kept = (archive.put_file(stream, writer.finish()),)
     removed = whole + ((straddling,) if straddling is not None else ())
     if not dry_run:
         archive.commit([Rewrite(state.stream, state.rewrites, removed, kept, expired_before=cutoff)],
                        operation="expire")
-    return {"expired_before": cutoff, "expired": expired, "expired_files": len(whole)}
+    after = tuple(file for file in state.files if file not in removed)
+    return ({"expired_before": cutoff, "expired": expired, "expired_files": len(whole)},
+            tuple(sorted(after + kept, key=lambda file: file.first)))
 
 
 def _merged(archive: Archive, state: StreamState, run: Sequence[ArchivedFile]) -> ArchivedFile:

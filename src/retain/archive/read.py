@@ -34,16 +34,18 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from retain._redis import translate_errors
-from retain.archive.columns import Entry, Text, chunk_arrays, entries_table
+from retain.archive.columns import Entry, Text, chunk_arrays, entries_of, entries_table
 from retain.archive._pipeline import raw_reader
 from retain.archive.table import Archive, ArchivedFile
-from retain.errors import InvalidInput
+from retain.errors import ArchiveObjectMissing, InvalidInput
 from retain.ids import StreamId, lower_bound, upper_bound
 from retain.streams.keys import Stream, key_of
 
 __all__ = ["read", "read_arrow"]
 
 DEFAULT_COUNT = 1_000
+#: rows of the archive turned into Python entries at a time: a reader's first entry costs this many, not a row group
+ENTRY_BATCH = 2_048
 _LAST = StreamId(2**64 - 1, 2**64 - 1)
 T = TypeVar("T")
 
@@ -81,8 +83,9 @@ def read(conn: Any, stream: Stream, archive: Archive, start: str | datetime | St
     low, high = _bounds(start, end, count)
     text = _text_of(conn)
 
-    def archived(file: ArchivedFile, position: StreamId, top: StreamId) -> Iterator[Iterable[Entry]]:
-        return archive.entries(stream, file, position, top, text)
+    def archived(file: ArchivedFile, position: StreamId, top: StreamId) -> Iterator[tuple[StreamId, Iterable[Entry]]]:
+        for table in archive.tables(stream, file, position, top, batch_rows=ENTRY_BATCH):
+            yield _last_id(table), entries_of(table, text)
 
     # The merge yields runs of entries; chain flattens them at C speed, not one generator step an entry.
     return chain.from_iterable(_merge(conn, stream, key, archive, low, high, count, archived, _as_is))
@@ -102,9 +105,9 @@ def read_arrow(conn: Any, stream: Stream, archive: Archive, start: str | datetim
     key = key_of(stream)
     low, high = _bounds(start, end, count)
 
-    def archived(file: ArchivedFile, position: StreamId, top: StreamId) -> Iterator[pa.RecordBatch]:
-        for table in archive.tables(stream, file, position, top):
-            yield from table.to_batches()
+    def archived(file: ArchivedFile, position: StreamId, top: StreamId) -> Iterator[tuple[StreamId, pa.RecordBatch]]:
+        for batch in archive.batches(stream, file, position, top):
+            yield _last_id(batch), batch
 
     def live(chunk: list[Any]) -> pa.RecordBatch:
         return entries_table([chunk_arrays(chunk)], key).combine_chunks().to_batches()[0]
@@ -124,9 +127,15 @@ def _text_of(conn: Any) -> Text:
     return None
 
 
+def _last_id(rows: pa.Table | pa.RecordBatch) -> StreamId:
+    return StreamId(rows.column("ms")[-1].as_py(), rows.column("seq")[-1].as_py())
+
+
+Archived = Callable[[ArchivedFile, StreamId, StreamId], Iterable[tuple[StreamId, T]]]
+
+
 def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId, high: StreamId, count: int,
-           archived: Callable[[ArchivedFile, StreamId, StreamId], Iterable[T]],
-           live: Callable[[list[Any]], T]) -> Iterator[T]:
+           archived: Archived[T], live: Callable[[list[Any]], T]) -> Iterator[T]:
     position: StreamId | None = low  # the smallest id not yet yielded; None once past the largest id
     while position is not None and position <= high:
         with translate_errors(key):
@@ -134,8 +143,7 @@ def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId,
         watermark = archive.watermark(stream)  # 2. then W
         if watermark is not None and watermark >= position:  # 3. then the archive, up to W
             top = min(watermark, high)
-            for file in archive.files(stream, position, top):
-                yield from archived(file, position, top)
+            yield from _archived_part(archive, stream, position, top, archived)
             if top == high:
                 return
             position = top.successor()
@@ -150,6 +158,31 @@ def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId,
                 position = after_chunk
         if len(chunk) < count:
             return  # the live range held nothing more when the chunk was read; the archive was read after
+
+
+def _archived_part(archive: Archive, stream: Stream, low: StreamId, top: StreamId,
+                   archived: Archived[T]) -> Iterator[T]:
+    """The archive's rows of ``low..top``, file after file as the latest snapshot lists them.
+
+    A file can go while a slow read still holds the list it came in: compacted
+    into another, or expired, then vacuumed. The read then lists the files
+    again and goes on after the last row it yielded (the compacted file holds
+    the rest; expired rows are gone). A file missing from a fresh list too is
+    an error (INV-NOSILENTGAP).
+    """
+    position = low
+    for attempt in (1, 2):
+        try:
+            for file in archive.files(stream, position, top):
+                for last, rows in archived(file, position, top):
+                    yield rows
+                    if last >= top:
+                        return
+                    position = last.successor()
+            return
+        except ArchiveObjectMissing:
+            if attempt == 2:
+                raise
 
 
 def _successor(entry_id: StreamId) -> StreamId | None:

@@ -48,8 +48,8 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
 
 from retain.archive._boundary import translate_errors
-from retain.archive.columns import TABLE_SCHEMA, Entry, Text, entries_of
-from retain.archive.files import EncodedFile, open_parquet, read_tables
+from retain.archive.columns import TABLE_SCHEMA
+from retain.archive.files import ROW_GROUP_ROWS, EncodedFile, open_parquet, read_tables, scan_batches
 from retain.archive.layout import (
     PARTITION,
     commit_path,
@@ -62,18 +62,21 @@ from retain.archive.layout import (
 from retain.archive.legacy import segments as legacy_segments
 from retain.archive.legacy.store import LegacyStore
 from retain.archive.location import Location
-from retain.errors import ArchiveConflict, ArchiveCorrupt, ArchiveError
+from retain.errors import ArchiveConflict, ArchiveCorrupt, ArchiveError, ArchiveObjectMissing
 from retain.ids import StreamId
 from retain.streams.keys import Stream, key_of
 
-__all__ = ["DEFAULT_LOG_RETENTION", "DEFAULT_VACUUM_RETENTION", "REOPEN_EVERY", "TABLE_PROPERTIES", "Advance", "Archive",
+__all__ = ["DEFAULT_LOG_RETENTION", "DEFAULT_VACUUM_RETENTION", "ORPHAN_RETENTION", "REOPEN_EVERY", "TABLE_PROPERTIES", "Advance", "Archive",
            "ArchivedFile", "Rewrite", "StreamState", "delta_interval"]
 
 #: commits after which the shared DeltaTable is opened afresh (delta-rs checkpoints every 100 too)
 REOPEN_EVERY = 100
 #: how long the log keeps a commit, and a removed file is kept, unless maintenance is configured otherwise
 DEFAULT_LOG_RETENTION = timedelta(minutes=10)
-DEFAULT_VACUUM_RETENTION = timedelta(days=1)
+DEFAULT_VACUUM_RETENTION = timedelta(minutes=1)
+#: a file no commit ever listed (a fold that crashed or lost its race) is deleted this long after it was
+#: written, at the earliest: far longer than any fold takes from writing a file to committing it
+ORPHAN_RETENTION = timedelta(hours=1)
 
 
 def delta_interval(duration: timedelta) -> str:
@@ -88,6 +91,10 @@ TABLE_PROPERTIES = {
     "delta.deletedFileRetentionDuration": delta_interval(DEFAULT_VACUUM_RETENTION),
     # Commits never clean the log up themselves: maintenance does, on its own cadence.
     "delta.enableExpiredLogCleanup": "false",
+    # Checkpoints hold each file's statistics as typed columns only, not also as a JSON string: 40% smaller
+    # (delta-rs writes them uncompressed), and quicker to open.
+    "delta.checkpoint.writeStatsAsJson": "false",
+    "delta.checkpoint.writeStatsAsStruct": "true",
 }
 #: every commit still writes a checkpoint each 100 versions (so opening the table stays cheap), and cleans nothing
 _HOOKS = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
@@ -219,16 +226,23 @@ class Archive:
         with self._lock:
             if self._format is not None:
                 return
-            with translate_errors(f"opening the archive {self.url!r}"):
-                is_table = DeltaTable.is_deltatable(self.location.table_uri, self.location.storage_options)
-            legacy = LegacyStore(self.location)
-            if is_table:
-                self._open()
+            if self._try_open():
                 self._format = 2
-            elif legacy.streams():
+                return
+            legacy = LegacyStore(self.location)
+            if legacy.streams():
                 self._legacy, self._format = legacy, 1
             else:
                 self._format = 2
+
+    def _try_open(self) -> bool:
+        """Open the table if there is one; False if there is none (yet)."""
+        try:
+            with translate_errors(f"opening the table {self.location.table_uri!r}"):
+                self._open()
+        except ArchiveObjectMissing:
+            return False
+        return True
 
     def _open(self) -> None:
         with translate_errors(f"opening the table {self.location.table_uri!r}"):
@@ -250,10 +264,7 @@ class Archive:
     def _refresh(self) -> None:
         """Bring the snapshot up to the latest commit (under the lock)."""
         if self._table is None:
-            if self.location.exists(commit_path(0)) or DeltaTable.is_deltatable(self.location.table_uri,
-                                                                               self.location.storage_options):
-                self._open()
-            else:
+            if not self._try_open():
                 self._confirmed = time.monotonic()
             return
         if self._version - self._opened_at >= REOPEN_EVERY:
@@ -417,22 +428,36 @@ class Archive:
         """A stored file, opened for reading: its pages' checksums are verified as they are read."""
         return open_parquet(self.location.source(file.path, file.size), file.path)
 
-    def tables(self, stream: Stream, file: ArchivedFile, low: StreamId, high: StreamId) -> Iterator[pa.Table]:
-        """The rows of ``file`` with ids in ``low..high``, a row group at a time, in the table's columns."""
+    def tables(self, stream: Stream, file: ArchivedFile, low: StreamId, high: StreamId, *,
+               batch_rows: int = ROW_GROUP_ROWS) -> Iterator[pa.Table]:
+        """The rows of ``file`` with ids in ``low..high``, ``batch_rows`` at a time at most, in the table's columns."""
         parquet = self.open_file(file)
         try:
-            if file.format == 1:
-                yield from legacy_segments.read_tables(parquet, file.path, key_of(stream), low, high)
-            else:
-                yield from read_tables(parquet, file.path, low, high)
+            yield from self._tables(stream, file, parquet, low, high, batch_rows)
         finally:
             parquet.close(force=True)  # an S3 file object holds a reader until closed
 
-    def entries(self, stream: Stream, file: ArchivedFile, low: StreamId, high: StreamId,
-                text: Text = None) -> Iterator[Iterator[Entry]]:
-        """The entries of ``file`` with ids in ``low..high``, a row group at a time, shaped as XRANGE's."""
-        for table in self.tables(stream, file, low, high):
-            yield entries_of(table, text)
+    def _tables(self, stream: Stream, file: ArchivedFile, parquet: pq.ParquetFile, low: StreamId,
+                high: StreamId, batch_rows: int = ROW_GROUP_ROWS) -> Iterator[pa.Table]:
+        if file.format == 1:
+            return legacy_segments.read_tables(parquet, file.path, key_of(stream), low, high, batch_rows)
+        return read_tables(parquet, file.path, low, high, batch_rows=batch_rows)
+
+    def batches(self, stream: Stream, file: ArchivedFile, low: StreamId, high: StreamId) -> Iterator[pa.RecordBatch]:
+        """The rows of ``file`` with ids in ``low..high`` as record batches in the table's columns.
+
+        A local file of the table is decoded by pyarrow's scanner (row groups in
+        parallel); others a row group at a time.
+        """
+        parquet = self.open_file(file)
+        try:
+            if file.format == 2 and self.location.local_root is not None:
+                yield from scan_batches(parquet, str(self.location.local_root / file.path), file.path, low, high)
+            else:
+                for table in self._tables(stream, file, parquet, low, high):
+                    yield from table.to_batches()
+        finally:
+            parquet.close(force=True)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -470,7 +495,7 @@ class Archive:
         """Store a data file of ``stream``, create-only under a fresh name; it counts once a commit lists it."""
         key = key_of(stream)
         self.check_writable()
-        path = file_name(key, encoded.first, encoded.last, uuid.uuid4().hex[:16])
+        path = file_name(key, encoded.first, encoded.last, uuid.uuid4().hex[:12])
         self.location.put_new(path, encoded.data, f"writing data file {path!r} of {key!r}")
         return ArchivedFile(path, encoded.first, encoded.last, encoded.count, len(encoded.data), stats=encoded.stats)
 
@@ -556,15 +581,28 @@ class Archive:
                 self._table.create_checkpoint()
 
     def set_properties(self, properties: Mapping[str, str]) -> None:
-        """Set the table's properties that differ from ``properties`` (a metadata commit; none if all agree)."""
+        """Set the table's properties that differ from ``properties`` (a metadata commit; none if all agree).
+
+        A rival setting them at the same moment is no error: the properties are
+        read again, and set if they still differ.
+        """
         self.check_writable()
-        with self._lock, translate_errors(f"setting the properties of {self.location.table_uri!r}"):
+        with self._lock:
             self._ensure_table()
-            assert self._table is not None
-            changed = {name: value for name, value in properties.items() if self.properties().get(name) != value}
-            if changed:
-                self._table.alter.set_table_properties(changed, post_commithook_properties=_HOOKS)
-                self._refresh()
+            for attempt in (1, 2):
+                assert self._table is not None
+                changed = {name: value for name, value in properties.items() if self.properties().get(name) != value}
+                if not changed:
+                    return
+                try:
+                    with translate_errors(f"setting the properties of {self.location.table_uri!r}"):
+                        self._table.alter.set_table_properties(changed, post_commithook_properties=_HOOKS)
+                except ArchiveConflict:
+                    if attempt == 2:
+                        raise
+                finally:
+                    with translate_errors(f"reading the table {self.location.table_uri!r}"):
+                        self._refresh()
 
     def clean_log(self) -> None:
         """Delete the log entries older than the log retention and the latest checkpoint."""
@@ -574,20 +612,18 @@ class Archive:
             if self._table is not None:
                 self._table.cleanup_metadata()
 
-    def vacuum(self, retention: timedelta, *, dry_run: bool = False) -> list[str]:
-        """Delete the files no commit of the last ``retention`` lists (removed ones, and orphans).
-
-        ``retention`` is whole hours, at least one: a file written by a fold not
-        yet committed, or still read by a merge-read, must outlive it.
+    def vacuum(self, *, dry_run: bool = False) -> list[str]:
+        """Delete the files the table no longer lists: removed ones once the table's
+        ``delta.deletedFileRetentionDuration`` has passed since their removal, and
+        files no commit ever listed once :data:`ORPHAN_RETENTION` has passed since
+        they were written (a fold writing one now is never robbed of it).
         """
         self.check_writable()
-        hours = int(retention.total_seconds() // 3600)
-        if hours < 1 or retention.total_seconds() % 3600:
-            raise ArchiveError(f"a vacuum retention is whole hours, at least 1 (got {retention})")
+        hours = int(ORPHAN_RETENTION.total_seconds() // 3600)
         with self._lock, translate_errors(f"vacuuming {self.location.table_uri!r}"):
-            self._refresh()
-            if self._table is None:
+            if not self._try_open():
                 return []
+            assert self._table is not None  # opened afresh: its tombstones are the checkpoint's, not expired ones
             removed = self._table.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False,
                                          full=True, post_commithook_properties=_HOOKS)
             self._refresh()

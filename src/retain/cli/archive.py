@@ -258,7 +258,7 @@ def query_command(words: tuple[str, ...], raw_key: str | None, prefix: str, as_j
     rows = result.to_pylist()
     if as_json:
         for row in rows:
-            click.echo(json.dumps(row, default=_json_value, ensure_ascii=False))
+            click.echo(json.dumps({name: _json_value(value) for name, value in row.items()}, ensure_ascii=False))
         return
     table = Table(caption=f"{len(rows)} rows")
     for column in result.column_names:
@@ -269,6 +269,7 @@ def query_command(words: tuple[str, ...], raw_key: str | None, prefix: str, as_j
 
 
 def _json_value(value: Any) -> Any:
+    """A value of a query's row as JSON: text as it is, other bytes as {"base64": ...}, a map as an object."""
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")
@@ -277,8 +278,13 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, list):  # a map comes as a list of (key, value) pairs
-        return {str(pair[0]): _json_value(pair[1]) for pair in value} if all(
-            isinstance(pair, tuple) and len(pair) == 2 for pair in value) else [_json_value(item) for item in value]
+        if value and all(isinstance(pair, tuple) and len(pair) == 2 for pair in value):
+            return {str(name): _json_value(item) for name, item in value}
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {str(name): _json_value(item) for name, item in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
     return str(value)
 
 
@@ -295,8 +301,8 @@ def _shown(value: Any) -> str:
 @click.option("--max-age", help="Expire rows older than this from every stream, e.g. 400d (default: none expire).")
 @click.option("--log-retention", default="10m", show_default=True,
               help="Keep each commit in the log this long, then clean it up once checkpointed.")
-@click.option("--vacuum-retention", default="1d", show_default=True,
-              help="Delete a file this long after no commit lists it (whole hours; longer than any read).")
+@click.option("--vacuum-retention", default="1m", show_default=True,
+              help="Delete a file compacted away or expired this long after (files never committed: after 1h).")
 @click.option("--target-file-entries", default=1_000_000, show_default=True, type=click.IntRange(min=1),
               help="Compaction merges consecutive files into files of at most this many entries.")
 @click.option("--dry-run", is_flag=True, help="Say what would be expired, compacted and vacuumed; change nothing.")

@@ -91,7 +91,7 @@ class ArchiveSettings:
     #: stream key -> its own max_age (``archive_max_age`` of a [[stream]])
     max_age_by: Mapping[str, timedelta] = field(default_factory=lambda: MappingProxyType({}))
     log_retention: timedelta = timedelta(minutes=10)
-    vacuum_retention: timedelta = timedelta(days=1)
+    vacuum_retention: timedelta = timedelta(minutes=1)
     target_file_entries: int = 1_000_000
 
 
@@ -277,10 +277,6 @@ def _maintenance(table: dict[str, Any], where: Where) -> dict[str, Any]:
     for name in ("max_age", "log_retention", "vacuum_retention"):
         if name in table:
             found[name] = _fields.duration(table[name], name, where)
-    if "vacuum_retention" in found and (found["vacuum_retention"] % timedelta(hours=1) or
-                                        found["vacuum_retention"] < timedelta(hours=1)):
-        where.refuse("vacuum_retention", "whole hours, at least '1h' (a file a fold has written but not yet "
-                                         "committed must outlive it)", table["vacuum_retention"])
     if "target_file_entries" in table:
         found["target_file_entries"] = _fields.whole_number(table["target_file_entries"], "target_file_entries",
                                                             where, minimum=1)

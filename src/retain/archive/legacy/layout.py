@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from retain.archive.layout import key_of_dir, padded, stream_dir
+from retain.archive.layout import key_of_dir, stream_dir
 from retain.ids import StreamId
 
 __all__ = [
@@ -37,9 +37,13 @@ MANIFEST_DIR = "manifest"
 _MANIFEST_FILE = re.compile(r"([0-9]{20})\.json")
 
 
+def _padded(entry_id: StreamId) -> str:
+    return f"{entry_id.ms:020d}-{entry_id.seq:020d}"
+
+
 def segment_name(first: StreamId, last: StreamId) -> str:
     """The name, relative to the stream's folder, of the segment holding ids ``first..last``."""
-    return f"{SEGMENT_DIR}/{padded(first)}_{padded(last)}.parquet"
+    return f"{SEGMENT_DIR}/{_padded(first)}_{_padded(last)}.parquet"
 
 
 def manifest_path(key: str, number: int) -> str:

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from retain.archive._boundary import reading_file
 from retain.archive.columns import from_binary_map
+from retain.archive.files import ROW_GROUP_ROWS
 from retain.archive.files import read_tables as read_file_tables
 from retain.ids import StreamId
 
@@ -34,8 +35,9 @@ SCHEMA = pa.schema([
 ])
 
 
-def read_tables(parquet: pq.ParquetFile, name: str, stream: str, low: StreamId, high: StreamId) -> Iterator[pa.Table]:
-    """The rows of segment ``name`` with ids in ``low..high``, a row group at a time, as the table's columns."""
-    for table in read_file_tables(parquet, name, low, high):
+def read_tables(parquet: pq.ParquetFile, name: str, stream: str, low: StreamId, high: StreamId,
+                batch_rows: int = ROW_GROUP_ROWS) -> Iterator[pa.Table]:
+    """The rows of segment ``name`` with ids in ``low..high``, ``batch_rows`` at a time at most, as the table's columns."""
+    for table in read_file_tables(parquet, name, low, high, batch_rows=batch_rows):
         with reading_file(name):
             yield from_binary_map(table.column("ms"), table.column("seq"), table.column("fields"), stream)
