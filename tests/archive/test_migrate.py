@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import time
+from datetime import datetime, timezone
+
 import pytest
 
-from retain.archive import Archive, StreamId, fold, migrate, read, read_arrow
+from retain.archive import Archive, MaintenanceSettings, StreamId, fold, maintain, migrate, read, read_arrow
 from retain.archive.legacy.layout import stream_dir
 from retain.errors import ArchiveCorrupt, ArchiveNeedsMigration, InvalidInput
 from retain.streams import RawKey
@@ -100,6 +104,22 @@ class TestMigrate:
         with pytest.raises(ArchiveCorrupt, match="out of order|twice"):
             migrate(archive)
         assert archive.format == 1 and Archive(str(tmp_path / "broken")).version == -1
+
+    def test_maintenance_then_removes_format_one(self, redis_conn, tmp_path):
+        """After the migration, maintenance's vacuum removes the format-1 objects (files no commit lists, over
+        an hour old); the table reads whole."""
+        url = str(tmp_path / "moved")
+        written = entries(1, 30)
+        write_legacy(url, {KEY: [written[:15], written[15:]]})
+        hours_ago = time.time() - 2 * 3600
+        for path in (tmp_path / "moved").rglob("*"):
+            os.utime(path, (hours_ago, hours_ago))
+        archive = Archive(url)
+        migrate(archive)
+        maintain(archive, MaintenanceSettings(every=None), now=datetime.now(timezone.utc))
+        left = sorted(path.relative_to(tmp_path / "moved").parts[0] for path in (tmp_path / "moved").rglob("*.*"))
+        assert set(left) == {"_delta_log", f"stream={stream_dir(KEY)}"}
+        assert list(read(redis_conn, RawKey(KEY), Archive(url))) == written
 
     def test_refusals(self, tmp_path):
         """file_entries must be a whole number >= 1, checked before any I/O."""

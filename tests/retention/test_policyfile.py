@@ -134,7 +134,9 @@ class TestArchive:
         text = re.findall(r"```toml\n(.*?)```", DOCS.read_text(), re.S)[1]
         parsed = parse_policy(text, "retain.toml")
         assert parsed.archive == ArchiveSettings("s3://logs/retain", {"endpoint": "http://127.0.0.1:8333",
-                                                                      "region": "us-east-1"}, min_entries=1000)
+                                                                      "region": "us-east-1"}, min_entries=1000,
+                                                 maintain_every=timedelta(minutes=10), max_age=timedelta(days=400),
+                                                 max_age_by={"emq:{codemojex}:stream:activity": timedelta(days=90)})
         assert parsed.policy.entries == (
             StreamPolicy(StreamRef("codemojex", "activity"), MaxLen(10_000), archive=True),
             StreamPolicy(StreamRef("codemojex", "presence"), MaxAge("1h")),

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import re
 
-from retain.archive.layout import key_of_dir, stream_dir
+from retain.archive.layout import stream_dir
 from retain.ids import StreamId
 
 __all__ = [
     "MANIFEST_DIR",
     "SEGMENT_DIR",
-    "key_of_dir",
     "manifest_number",
     "manifest_path",
     "segment_name",
