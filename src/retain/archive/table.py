@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -572,13 +572,17 @@ class Archive:
 
     # -- maintenance's tools -------------------------------------------------------------------
 
-    def checkpoint(self) -> None:
-        """Write a checkpoint at the latest version: opening the table then reads it, not every commit."""
+    def _at_the_latest(self, what: str, action: Callable[[DeltaTable], object]) -> None:
+        """``action`` on the table brought up to its latest version (nothing before the table exists)."""
         self.check_writable()
-        with self._lock, translate_errors(f"checkpointing {self.location.table_uri!r}"):
+        with self._lock, translate_errors(f"{what} {self.location.table_uri!r}"):
             self._refresh()
             if self._table is not None:
-                self._table.create_checkpoint()
+                action(self._table)
+
+    def checkpoint(self) -> None:
+        """Write a checkpoint at the latest version: opening the table then reads it, not every commit."""
+        self._at_the_latest("checkpointing", DeltaTable.create_checkpoint)
 
     def set_properties(self, properties: Mapping[str, str]) -> None:
         """Set the table's properties that differ from ``properties`` (a metadata commit; none if all agree).
@@ -606,11 +610,7 @@ class Archive:
 
     def clean_log(self) -> None:
         """Delete the log entries older than the log retention and the latest checkpoint."""
-        self.check_writable()
-        with self._lock, translate_errors(f"cleaning the log of {self.location.table_uri!r}"):
-            self._refresh()
-            if self._table is not None:
-                self._table.cleanup_metadata()
+        self._at_the_latest("cleaning the log of", DeltaTable.cleanup_metadata)
 
     def vacuum(self, *, dry_run: bool = False) -> list[str]:
         """Delete the files the table no longer lists: removed ones once the table's
