@@ -8,8 +8,8 @@ alternating rounds (median of ROUNDS):
   Parquet encoding and the Delta commits (one per 100,000-entry file).
 A fold into ``memory://`` (a temporary directory) is timed too, and the fold
 without each of its speed measures (:mod:`retain.archive._pipeline`): the
-cyclic GC paused, the next XRANGE prefetched on a thread, the row groups
-encoded on another; and without all three.
+cyclic GC paused, the next XRANGE written to the connection ahead of its use,
+the row groups encoded on a thread; and without all three.
 
 Run: python3 dev.py bench fold
 Prints a table, then one JSON line: {"ratio": fold entries/s / raw XRANGE entries/s (target >= 0.75),
@@ -73,8 +73,7 @@ def without(*measures: str) -> Iterator[None]:
     class Fewer:
         def __init__(self, stack) -> None:
             stack.enter_context(nullcontext() if "gc_pause" in measures else paused_gc())
-            self.prefetch = None if "prefetch" in measures else stack.enter_context(
-                fold_module._Lazy("bench-read"))
+            self.prefetch = "prefetch" not in measures
             self.encoder = None if "encoder" in measures else stack.enter_context(fold_module._Lazy("bench-encode"))
 
     fold_module._Workers = Fewer  # type: ignore[misc, assignment]

@@ -8,8 +8,9 @@ the GIL. So a fold:
 - pauses the GC while it runs (:func:`paused_gc`; reference counting still
   frees every chunk as it goes, and nested or concurrent folds share one pause);
 - reads with :class:`Chunks`: as soon as a chunk arrives, the XRANGE after it
-  is sent on a worker thread, so Redis works on the next chunk while this one
-  is converted;
+  is written to the connection, so Redis finds and sends the next chunk while
+  this one is converted (pipelined on the wire: a thread for it measured
+  slower, its reads and the conversion taking turns on the GIL);
 - hands each row group to an encoder thread
   (:class:`~retain.archive.files.FileWriter` with ``encoder``), so the columns,
   zstd and the page checksums are computed beside the reading.
@@ -20,7 +21,6 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from typing import Any
 
@@ -74,43 +74,75 @@ def raw_reader(conn: Any) -> Any:
 
 
 class Chunks:
-    """The XRANGE chunks of ``low..high`` up to ``limit`` entries, each next one fetched while the last is used.
+    """The XRANGE chunks of ``low..high`` up to ``limit`` entries, each next one asked for while the last is used.
 
     Iterating yields the chunks in order; :attr:`exhausted` then says whether
     the range held nothing more (a short chunk, or the end reached) rather than
-    the limit stopping it. Without ``prefetch`` every chunk is read when asked.
-    :meth:`close` waits for a read in flight (a caller that stops early must
-    call it, or use the object as a context manager).
+    the limit stopping it. With ``prefetch`` (and a ``redis.Redis``, which can
+    lend a connection of its own), as soon as a full chunk arrives the XRANGE
+    after it is written to the connection, and its answer read only when the
+    next chunk is taken: Redis finds and sends it while this one is converted,
+    with no thread and no wait for the GIL. Otherwise every chunk is read when
+    asked. :meth:`close` reads and drops an answer still on the wire and gives
+    the connection back (a caller that stops early must call it, or use the
+    object as a context manager).
     """
 
     def __init__(self, conn: Any, key: str, low: StreamId, high: StreamId, *, count: int, limit: int,
-                 prefetch: Executor | None = None) -> None:
+                 prefetch: bool = False) -> None:
         self.conn, self.key, self.high = conn, key, high
-        self.count, self.limit, self.prefetch = count, limit, prefetch
+        self.count, self.limit = count, limit
+        self.prefetch = prefetch and isinstance(conn, redis.Redis)
         self.low = low
         self.read = 0
         self.exhausted = False
-        #: the read asked for and not yet taken: how many entries it asked for, and its answer to come
-        self._asked: tuple[int, Future[list[Any]] | None] | None = None
+        #: the read asked for and not yet taken: how many entries it asked for, and whether it is on the wire
+        self._asked: tuple[int, bool] | None = None
+        self._connection: Any = None
 
     def _xrange(self, low: StreamId, count: int) -> list[Any]:
         with translate_errors(self.key):
             return self.conn.xrange(self.key, str(low), str(self.high), count=count)  # type: ignore[no-any-return]
 
-    def _ask(self, *, ahead: bool = True) -> None:
-        """Ask for the next chunk: sent at once on the worker when there is one (and ``ahead``), else when taken."""
+    def _ask(self, *, ahead: bool) -> None:
+        """Ask for the next chunk: written to the wire at once when ``ahead`` (and possible), else when taken."""
         asked = min(self.count, self.limit - self.read)
-        future = self.prefetch.submit(self._xrange, self.low, asked) if ahead and self.prefetch is not None else None
-        self._asked = (asked, future)
+        sent = ahead and self.prefetch
+        if sent:
+            with self._wire():
+                if self._connection is None:
+                    self._connection = self.conn.connection_pool.get_connection()
+                self._connection.send_command("XRANGE", self.key, str(self.low), str(self.high), "COUNT", asked)
+        self._asked = (asked, sent)
+
+    def _take(self) -> list[Any]:
+        assert self._asked is not None
+        asked, sent = self._asked
+        self._asked = None
+        if not sent:
+            return self._xrange(self.low, asked)
+        with self._wire():
+            return self._connection.read_response()  # type: ignore[no-any-return]
+
+    @contextmanager
+    def _wire(self) -> Iterator[None]:
+        """Redis errors as retain's; a connection that failed is dropped, never given back to the pool half-read."""
+        try:
+            with translate_errors(self.key):
+                yield
+        except BaseException as exc:
+            if self._connection is not None and not isinstance(exc.__cause__, redis.exceptions.ResponseError):
+                self._connection.disconnect()
+                self._release()
+            raise
 
     def __iter__(self) -> Iterator[list[Any]]:
         try:
             if self.read < self.limit:
-                self._ask(ahead=False)  # the first is read at once: a range of one short chunk starts no thread
+                self._ask(ahead=False)  # the first at once: a range of one short chunk asks no more
             while self._asked is not None:
-                asked, ahead = self._asked
-                self._asked = None
-                chunk = ahead.result() if ahead is not None else self._xrange(self.low, asked)
+                asked = self._asked[0]
+                chunk = self._take()
                 self.read += len(chunk)
                 last = StreamId.parse(chunk[-1][0]) if chunk else None
                 if last is None or len(chunk) < asked or last >= self.high:
@@ -118,17 +150,26 @@ class Chunks:
                 else:
                     self.low = last.successor()
                     if self.read < self.limit:
-                        self._ask()  # Redis reads the next chunk while the caller takes this one
+                        self._ask(ahead=True)  # Redis finds the next chunk while the caller takes this one
                 if chunk:
                     yield chunk
         finally:
             self.close()
 
     def close(self) -> None:
-        """Wait for a read in flight, dropping its answer."""
+        """Read and drop an answer still on the wire; give the connection back."""
         asked, self._asked = self._asked, None
-        if asked is not None and asked[1] is not None:
-            asked[1].exception()
+        if asked is not None and asked[1] and self._connection is not None:
+            try:
+                self._connection.read_response()
+            except Exception:  # noqa: BLE001 - an answer nobody wants: the connection is dropped instead
+                self._connection.disconnect()
+        self._release()
+
+    def _release(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            self.conn.connection_pool.release(connection)
 
     def __enter__(self) -> Chunks:
         return self

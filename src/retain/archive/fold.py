@@ -139,16 +139,15 @@ def _last_id(conn: Any, key: str) -> StreamId | None:
 
 
 class _Workers:
-    """A fold's two helper threads, each keeping its work in order: the next XRANGE, and the encoding.
+    """How a fold runs (see :mod:`retain.archive._pipeline`): the GC paused, the next XRANGE asked for ahead,
+    row groups encoded on a thread of their own, which starts with its first task (a small fold, one row
+    group, starts none)."""
 
-    Each starts with its first task: a small fold (one short chunk, one row
-    group) starts neither.
-    """
+    prefetch = True
 
     def __init__(self, stack: ExitStack) -> None:
         stack.enter_context(paused_gc())
-        self.prefetch = stack.enter_context(_Lazy("retain-fold-read"))
-        self.encoder = stack.enter_context(_Lazy("retain-fold-encode"))
+        self.encoder: Executor | None = stack.enter_context(_Lazy("retain-fold-encode"))
 
 
 class _Lazy(Executor):
