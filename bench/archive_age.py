@@ -12,10 +12,10 @@ one commit each, as a driver beating every second makes them):
    then one more maintenance.
 
 Time is compressed: at one fold a second, 20,000 folds are 5.5 hours; here
-they take minutes (some 40 folds a second). So the log keeps commits 10 s and
-removed files 1 s: about as many commits and files as the defaults (10 minutes
-and 1 minute) keep at one fold a second; and maintenance runs every 500 folds
-(10 minutes are 600 beats).
+they take minutes. So the maintenance settings are the defaults at the pace
+the warm folds measured: the log keeps commits, and the store removed files,
+for as many folds as the defaults (5 minutes, 1 minute) keep at one fold a
+second, and maintenance runs every 300 folds (the default 5 minutes).
 
 Figures (JSON keys):
 - ``fold_cost_growth``: median fold time (the driver's case: one Archive for
@@ -46,7 +46,6 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 
 from retain.archive import Archive, MaintenanceSettings, StreamId, fold, maintain, read
 from retain.clock import utc_now
@@ -57,8 +56,13 @@ FOLD_ENTRIES = 10
 COUNT = 1_000
 ROUNDS = 5
 SAMPLES = 30
-#: the defaults (a commit kept 10 minutes, a removed file 1 minute), at the bench's pace rather than a beat a second
-SETTINGS = MaintenanceSettings(every=None, log_retention=timedelta(seconds=10), vacuum_retention=timedelta(seconds=1))
+DEFAULTS = MaintenanceSettings()
+
+
+def at_pace(folds_per_second: float) -> MaintenanceSettings:
+    """The default maintenance, its retentions shrunk from one fold a second to ``folds_per_second``."""
+    return MaintenanceSettings(every=None, log_retention=DEFAULTS.log_retention / folds_per_second,
+                               vacuum_retention=DEFAULTS.vacuum_retention / folds_per_second)
 
 
 def options() -> argparse.Namespace:
@@ -67,7 +71,8 @@ def options() -> argparse.Namespace:
     parser.add_argument("--folds", type=int, default=20_000, help="folds after it, maintenance on")
     parser.add_argument("--budget", type=float, default=210.0, help="most seconds for those folds")
     parser.add_argument("--live", type=int, default=100_000, help="live entries of the live read")
-    parser.add_argument("--maintain-every", type=int, default=500, help="folds between two maintenances")
+    parser.add_argument("--maintain-every", type=int, default=int(DEFAULTS.every.total_seconds()),
+                        help="folds between two maintenances (the default: one a second over its 5 minutes)")
     return parser.parse_args()
 
 
@@ -135,9 +140,13 @@ def main() -> None:
             if len(fold_times) == 100:
                 shutil.copytree(table, early_copy)  # the table after 100 folds, to measure against at the end
         warm_seconds = time.monotonic() - started
+        pace = args.warm / warm_seconds
+        settings = at_pace(pace)
         objects_warm, log_warm = archive.log_size()
-        print(f"{args.warm} folds of {FOLD_ENTRIES} entries in {warm_seconds:.1f} s, no maintenance: "
-              f"{len(archive.state(stream).files)} files, log {objects_warm} objects, {log_warm} bytes")
+        print(f"{args.warm} folds of {FOLD_ENTRIES} entries in {warm_seconds:.1f} s ({pace:.1f} a second), no "
+              f"maintenance: {len(archive.state(stream).files)} files, log {objects_warm} objects, {log_warm} bytes; "
+              f"so the log keeps {settings.log_retention.total_seconds():.1f} s, removed files "
+              f"{settings.vacuum_retention.total_seconds():.2f} s")
 
         # The live read, with the warm folds behind it.
         watermark = archive.watermark(stream)
@@ -159,9 +168,9 @@ def main() -> None:
             fold_times.append(one_fold(archive))
             done += 1
             if done % args.maintain_every == 0:
-                maintenances.append(timed(lambda: maintain(archive, SETTINGS, now=utc_now())))
+                maintenances.append(timed(lambda: maintain(archive, settings, now=utc_now())))
         maintained_seconds = time.monotonic() - started
-        maintenances.append(timed(lambda: maintain(archive, SETTINGS, now=utc_now())))
+        maintenances.append(timed(lambda: maintain(archive, settings, now=utc_now())))
         objects, log_bytes = archive.log_size()
         state = archive.state(stream)
         assert state.entries == (args.warm + done) * FOLD_ENTRIES + args.live

@@ -135,7 +135,7 @@ class TestArchive:
         parsed = parse_policy(text, "retain.toml")
         assert parsed.archive == ArchiveSettings("s3://logs/retain", {"endpoint": "http://127.0.0.1:8333",
                                                                       "region": "us-east-1"}, min_entries=1000,
-                                                 maintain_every=timedelta(minutes=10), max_age=timedelta(days=400),
+                                                 maintain_every=timedelta(minutes=5), max_age=timedelta(days=400),
                                                  max_age_by={"emq:{codemojex}:stream:activity": timedelta(days=90)})
         assert parsed.policy.entries == (
             StreamPolicy(StreamRef("codemojex", "activity"), MaxLen(10_000), archive=True),

@@ -178,6 +178,7 @@ def _read_file(conn: Any, key: str, low: StreamId, boundary: StreamId, *, count:
             if tell is not None:
                 tell(writer.count)
     except BaseException:
+        chunks.close()  # an answer asked for ahead is read off the connection before it goes back to the pool
         writer.abandon()
         raise
     return writer, chunks.exhausted

@@ -64,7 +64,7 @@ from retain.windows import require_aware
 __all__ = ["MaintenanceReport", "MaintenanceSettings", "StreamMaintenance", "maintain", "plan_compaction",
            "plan_expiry", "preview_maintenance"]
 
-DEFAULT_EVERY = timedelta(minutes=10)
+DEFAULT_EVERY = timedelta(minutes=5)
 DEFAULT_TARGET_FILE_ENTRIES = 1_000_000
 
 

@@ -72,7 +72,7 @@ __all__ = ["DEFAULT_LOG_RETENTION", "DEFAULT_VACUUM_RETENTION", "ORPHAN_RETENTIO
 #: commits after which the shared DeltaTable is opened afresh (delta-rs checkpoints every 100 too)
 REOPEN_EVERY = 100
 #: how long the log keeps a commit, and a removed file is kept, unless maintenance is configured otherwise
-DEFAULT_LOG_RETENTION = timedelta(minutes=10)
+DEFAULT_LOG_RETENTION = timedelta(minutes=5)
 DEFAULT_VACUUM_RETENTION = timedelta(minutes=1)
 #: a file no commit ever listed (a fold that crashed or lost its race) is deleted this long after it was
 #: written, at the earliest: far longer than any fold takes from writing a file to committing it

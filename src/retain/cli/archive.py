@@ -299,7 +299,7 @@ def _shown(value: Any) -> str:
 
 @archive.command("maintain")
 @click.option("--max-age", help="Expire rows older than this from every stream, e.g. 400d (default: none expire).")
-@click.option("--log-retention", default="10m", show_default=True,
+@click.option("--log-retention", default="5m", show_default=True,
               help="Keep each commit in the log this long, then clean it up once checkpointed.")
 @click.option("--vacuum-retention", default="1m", show_default=True,
               help="Delete a file compacted away or expired this long after (files never committed: after 1h).")

@@ -33,7 +33,7 @@ One beat is one :meth:`~RetentionDriver.sweep`:
    failure (in ``failures`` and ``fold_failures``), logged, and the others go
    on; a commit that fails fails the streams it carried. Every step is safe to
    re-run after a crash (INV-IDEMPOTENT): the next beat folds on from W;
-5. every ``maintenance.every`` (10 minutes by default), the beat then maintains
+5. every ``maintenance.every`` (5 minutes by default), the beat then maintains
    the archive (:func:`retain.archive.maintain`: compaction, expiry, checkpoint,
    log cleanup, vacuum), so that a fold costs the same in a year as today; its
    report is the beat's ``maintenance``. That beat takes longer.

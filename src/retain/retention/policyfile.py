@@ -85,12 +85,12 @@ class ArchiveSettings:
     #: the driver's ``fold_min_entries``
     min_entries: int = 1
     #: how often the driver maintains the archive (None: never by itself)
-    maintain_every: timedelta | None = timedelta(minutes=10)
+    maintain_every: timedelta | None = timedelta(minutes=5)
     #: rows older than this expire from every archived stream (None: never)
     max_age: timedelta | None = None
     #: stream key -> its own max_age (``archive_max_age`` of a [[stream]])
     max_age_by: Mapping[str, timedelta] = field(default_factory=lambda: MappingProxyType({}))
-    log_retention: timedelta = timedelta(minutes=10)
+    log_retention: timedelta = timedelta(minutes=5)
     vacuum_retention: timedelta = timedelta(minutes=1)
     target_file_entries: int = 1_000_000
 
