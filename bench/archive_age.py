@@ -54,7 +54,7 @@ from retain.streams import StreamRef
 
 FOLD_ENTRIES = 10
 COUNT = 1_000
-ROUNDS = 5
+ROUNDS = 9
 SAMPLES = 30
 DEFAULTS = MaintenanceSettings()
 
