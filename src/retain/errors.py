@@ -257,7 +257,7 @@ class ArchiveConflict(ArchiveObjectExists):
 
 
 class ArchiveObjectMissing(ArchiveError, FileNotFoundError):
-    """An object the layout names (a manifest, a segment it lists) is not in the store."""
+    """An object the layout names (a data file the log lists, a manifest or a segment) is not in the store."""
 
 
 class ArchiveCorrupt(ArchiveError):

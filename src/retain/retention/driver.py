@@ -389,7 +389,7 @@ class RetentionDriver(_Driver):
             checkpoints, cleans the log and vacuums (``every=None``: never by itself).
         fold_min_entries: with fewer entries than this waiting to be folded, a beat
             folds none of a stream (and trims only what is archived already), so
-            that a beat every second does not leave a trail of tiny segments.
+            that a beat every second does not leave a trail of tiny files.
         tick: seconds between the starts of two beats.
         clock: returns the current time as an aware datetime; age windows resolve against it.
         max_backoff: the longest wait between beats while the server is unreachable.
