@@ -4,24 +4,33 @@ One stream of ENTRIES activity-feed entries (four fields each). Timed in
 alternating rounds (median of ROUNDS):
 - raw: ``conn.xrange(key, low, "+", count=COUNT)`` in a loop until the stream is read;
 - fold: ``retain.archive.fold`` of the whole stream into a fresh local-directory
-  archive (the default store): the same XRANGE chunks, plus Parquet encoding and
-  the create-only writes of segments and manifests.
-A fold into ``memory://`` is timed too, to show the cost of the local disk.
+  archive (the default store): the same XRANGE chunks, plus the table's columns,
+  Parquet encoding and the Delta commits (one per 100,000-entry file).
+A fold into ``memory://`` (a temporary directory) is timed too, and the fold
+without each of its speed measures (:mod:`retain.archive._pipeline`): the
+cyclic GC paused, the next XRANGE written to the connection ahead of its use,
+the row groups encoded on a thread; and without all three.
 
 Run: python3 dev.py bench fold
-Prints a table, then one JSON line: {"ratio": fold entries/s / raw XRANGE entries/s, ...} (target >= 0.75).
+Prints a table, then one JSON line: {"ratio": fold entries/s / raw XRANGE entries/s (target >= 0.75),
+"entries_per_s": fold entries/s (the moonshot: 1M), "speedup_<measure>": fold entries/s / fold entries/s
+without it, ...}.
 """
 
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta, timezone
 
 from retain.archive import Archive, StreamId, fold
+from retain.archive._pipeline import paused_gc
 from retain.demo.feed import guess_events
 from retain.servers import RedisServer
 from retain.streams import StreamRef
@@ -52,6 +61,28 @@ def raw_xrange(conn, key: str) -> int:
         low = str(StreamId.parse(chunk[-1][0]).successor())
 
 
+MEASURES = ("gc_pause", "prefetch", "encoder")
+fold_module = importlib.import_module("retain.archive.fold")  # the module (the package's name is the function)
+
+
+@contextmanager
+def without(*measures: str) -> Iterator[None]:
+    """Folds inside the block leave ``measures`` out (the bench's view into the fold's workers)."""
+    original = fold_module._Workers
+
+    class Fewer:
+        def __init__(self, stack) -> None:
+            stack.enter_context(nullcontext() if "gc_pause" in measures else paused_gc())
+            self.prefetch = "prefetch" not in measures
+            self.encoder = None if "encoder" in measures else stack.enter_context(fold_module._Lazy("bench-encode"))
+
+    fold_module._Workers = Fewer  # type: ignore[misc, assignment]
+    try:
+        yield
+    finally:
+        fold_module._Workers = original  # type: ignore[misc]
+
+
 def timed(function) -> tuple[float, int]:
     gc.collect()  # neither side pays for the other's garbage
     start = time.perf_counter()
@@ -61,7 +92,8 @@ def timed(function) -> tuple[float, int]:
 
 def main() -> None:
     stream = StreamRef("bench", "feed")
-    results: dict[str, list[float]] = {"raw": [], "fold": [], "fold_memory": []}
+    variants = {f"no_{measure}": (measure,) for measure in MEASURES} | {"no_speed_work": MEASURES}
+    results: dict[str, list[float]] = {name: [] for name in ("raw", "fold", "fold_memory", *variants)}
     with RedisServer() as server, tempfile.TemporaryDirectory(prefix="retain-bench-fold-") as directory:
         conn = server.client()
         fill(conn, stream)
@@ -73,10 +105,15 @@ def main() -> None:
         def fold_memory() -> int:
             return fold(conn, stream, Archive("memory://"), count=COUNT, segment_entries=SEGMENT_ENTRIES).entries
 
+        def fold_without(measures: tuple[str, ...]) -> int:
+            with without(*measures):
+                return fold_memory()
+
         for round_index in range(ROUNDS):
             sides = [("raw", lambda: raw_xrange(conn, stream.key)),
                      ("fold", lambda: fold_local(round_index)),
-                     ("fold_memory", fold_memory)]
+                     ("fold_memory", fold_memory),
+                     *((name, lambda measures=measures: fold_without(measures)) for name, measures in variants.items())]
             # Alternate which side goes first so drift on a shared machine hits both alike.
             for name, function in (sides if round_index % 2 == 0 else sides[::-1]):
                 seconds, entries = timed(function)
@@ -87,14 +124,17 @@ def main() -> None:
     median = {name: statistics.median(times) for name, times in results.items()}
     rate = {name: ENTRIES / seconds for name, seconds in median.items()}
     ratio = rate["fold"] / rate["raw"]
-    print(f"{'side':<22} {'seconds':>8} {'entries/s':>12} {'ratio':>7}   ({ENTRIES} entries, COUNT {COUNT}, "
-          f"median of {ROUNDS})")
-    for name, label in (("raw", "raw XRANGE loop"), ("fold", "fold -> local dir"), ("fold_memory", "fold -> memory://")):
-        print(f"{label:<22} {median[name]:>8.3f} {rate[name]:>12,.0f} {rate[name] / rate['raw']:>7.3f}")
-    print(json.dumps({"bench": "fold", "ratio": round(ratio, 4),
-                      "ratio_memory": round(rate["fold_memory"] / rate["raw"], 4),
-                      "fold_entries_per_s": round(rate["fold"]), "raw_entries_per_s": round(rate["raw"]),
-                      "entries": ENTRIES, "count": COUNT}))
+    labels = {"raw": "raw XRANGE loop", "fold": "fold -> local dir", "fold_memory": "fold -> memory://",
+              "no_gc_pause": "  ...without GC pause", "no_prefetch": "  ...without prefetch",
+              "no_encoder": "  ...without encoder", "no_speed_work": "  ...without all three"}
+    print(f"{'side':<24} {'seconds':>8} {'entries/s':>12} {'ratio':>7}   ({ENTRIES} entries, COUNT {COUNT}, "
+          f"median of {ROUNDS}; the 'without' folds into memory://)")
+    for name, label in labels.items():
+        print(f"{label:<24} {median[name]:>8.3f} {rate[name]:>12,.0f} {rate[name] / rate['raw']:>7.3f}")
+    speedups = {f"speedup_{name[3:]}": round(rate["fold_memory"] / rate[name], 4) for name in variants}
+    print(json.dumps({"bench": "fold", "ratio": round(ratio, 4), "entries_per_s": round(rate["fold"]),
+                      "ratio_memory": round(rate["fold_memory"] / rate["raw"], 4), **speedups,
+                      "raw_entries_per_s": round(rate["raw"]), "entries": ENTRIES, "count": COUNT}))
 
 
 if __name__ == "__main__":

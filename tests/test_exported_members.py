@@ -45,13 +45,16 @@ def test_servers():
 
 
 def test_archive():
-    """retain.archive exports the store, the plan of fold before trim and the fold, the merge-read and the
-    archive errors."""
+    """retain.archive exports the table and its columns, the plan of fold before trim and the folds, the
+    merge-reads, maintenance and expiry, the query, the migration and the archive errors."""
     assert sorted(retain.archive.__all__) == sorted([
-        "FORMAT_VERSION", "Archive", "ArchiveAccessDenied", "ArchiveCorrupt", "ArchiveError", "ArchiveObjectExists",
-        "ArchiveObjectMissing", "ArchiveUnavailable", "FoldProgress", "FoldResult", "FoldTrimPlan", "FoldTrimResult",
-        "InvalidArchive", "InvalidStreamId", "Manifest", "SegmentInfo", "StreamId", "UnarchivableEntry", "fold",
-        "fold_boundary", "fold_then_trim", "plan_fold_trim", "read", "trim_past",
+        "FILE_SCHEMA", "FORMAT_VERSION", "TABLE_SCHEMA", "Archive", "ArchiveAccessDenied", "ArchiveConflict",
+        "ArchiveCorrupt", "ArchiveError", "ArchiveNeedsMigration", "ArchiveObjectExists", "ArchiveObjectMissing",
+        "ArchiveUnavailable", "ArchivedFile", "FoldProgress", "FoldResult", "FoldTrimOutcome", "FoldTrimPlan",
+        "FoldTrimResult", "InvalidArchive", "InvalidStreamId", "MaintenanceReport", "MaintenanceSettings",
+        "MigrationReport", "StreamId", "StreamMaintenance", "StreamState", "UnarchivableEntry", "fold",
+        "fold_boundary", "fold_then_trim", "fold_then_trim_all", "maintain", "migrate", "plan_compaction",
+        "plan_expiry", "plan_fold_trim", "preview_maintenance", "query", "read", "read_arrow", "trim_past",
     ])
 
 

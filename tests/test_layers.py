@@ -81,14 +81,14 @@ class TestImportGraph:
         assert not wrong, f"{part} imports above itself: {wrong}"
 
     @pytest.mark.parametrize(("part", "absent"), [
-        ("retain.streams", ["retain.archive", "retain.retention", "pyarrow", "obstore"]),
+        ("retain.streams", ["retain.archive", "retain.retention", "pyarrow", "obstore", "deltalake"]),
         ("retain.archive", ["retain.retention"]),
-        # retention loads the archive (pyarrow, obstore) only when a policy archives
-        ("retain.retention", ["retain.archive", "pyarrow", "obstore"]),
+        # retention loads the archive (pyarrow, obstore, deltalake) only when a policy archives
+        ("retain.retention", ["retain.archive", "pyarrow", "obstore", "deltalake"]),
         ("retain.wire", ["retain.logd", "retain.docd", "retain.streams", "redis"]),
-        ("retain.logd", ["retain.docd", "retain.streams", "retain.archive", "redis", "pyarrow"]),
-        ("retain.docd", ["retain.streams", "retain.archive", "redis", "pyarrow"]),
-        ("retain.servers", ["retain.archive", "pyarrow"]),
+        ("retain.logd", ["retain.docd", "retain.streams", "retain.archive", "redis", "pyarrow", "deltalake"]),
+        ("retain.docd", ["retain.streams", "retain.archive", "redis", "pyarrow", "deltalake"]),
+        ("retain.servers", ["retain.archive", "pyarrow", "deltalake"]),
     ])
     def test_a_fresh_import_loads_nothing_above(self, part, absent):
         """Importing a part in a fresh interpreter loads no layer above it (nor the archive's heavy libraries)."""

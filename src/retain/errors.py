@@ -18,10 +18,12 @@
     ├── ArchiveError                       the archive's object store failed, or holds the unexpected
     │   ├── ArchiveUnavailable (ConnectionError)     the store could not be reached, or an I/O failed
     │   ├── ArchiveAccessDenied (PermissionError)    the store refused the credentials
-    │   ├── ArchiveObjectExists (FileExistsError)    a create-only write found its name taken (the fence)
+    │   ├── ArchiveObjectExists (FileExistsError)    a create-only write found its name taken
+    │   │   └── ArchiveConflict            a commit lost to a rival's commit of the same stream (the fence)
     │   ├── ArchiveObjectMissing (FileNotFoundError) an object the layout names is not there
     │   ├── ArchiveCorrupt                 an object does not hold what the layout says it holds
-    │   └── UnarchivableEntry              a stream entry the segment format cannot hold
+    │   ├── ArchiveNeedsMigration          a format-1 archive is read-only until `retain archive migrate`
+    │   └── UnarchivableEntry              a stream entry the table's columns cannot hold
     └── LogdError                          a logd request failed; ``code`` is its wire error code
         ├── InvalidRequest (InvalidInput)  invalid_request: cannot mean what it says; nothing ran
         │   ├── InvalidPath                a path outside the grammar, the offending character named
@@ -36,9 +38,10 @@
         ├── Compacted                      compacted: no kept snapshot serves that commit
         └── OwnerUnavailable (ServerUnavailable)  unavailable: docd could not reach a path's owner
 
-Callers never see ``redis.exceptions.*`` or ``obstore.exceptions.*``: the
-boundaries (:mod:`retain._redis`, :mod:`retain.archive._obstore`) translate them
-and keep the original as ``__cause__``.
+Callers never see ``redis.exceptions.*``, ``obstore.exceptions.*``,
+``deltalake.exceptions.*`` or pyarrow's errors: the boundaries
+(:mod:`retain._redis`, :mod:`retain.archive._boundary`) translate them and keep
+the original as ``__cause__``.
 logd translates ``sqlite3.Error`` the same way (:mod:`retain.logd.sqlite`), and a
 logd error crosses the wire as ``{error: {code, message}}`` and back into its class.
 """
@@ -47,8 +50,10 @@ from __future__ import annotations
 
 __all__ = [
     "ArchiveAccessDenied",
+    "ArchiveConflict",
     "ArchiveCorrupt",
     "ArchiveError",
+    "ArchiveNeedsMigration",
     "ArchiveObjectExists",
     "ArchiveObjectMissing",
     "ArchiveUnavailable",
@@ -253,16 +258,28 @@ class ArchiveAccessDenied(ArchiveError, PermissionError):
 
 
 class ArchiveObjectExists(ArchiveError, FileExistsError):
-    """A create-only write found its name taken: another writer got there first (the fence)."""
+    """A create-only write found its name taken: another writer got there first."""
+
+
+class ArchiveConflict(ArchiveObjectExists):
+    """A commit lost to a rival's: another writer advanced the same stream's W (or rewrote its files) first.
+
+    The fence between two folders (INV-FENCE): the loser re-reads W and continues from it.
+    """
 
 
 class ArchiveObjectMissing(ArchiveError, FileNotFoundError):
-    """An object the layout names (a manifest, a segment it lists) is not in the store."""
+    """An object the layout names (a data file the log lists, a manifest or a segment) is not in the store."""
 
 
 class ArchiveCorrupt(ArchiveError):
-    """An object does not hold what the layout says: bad manifest, unknown format, conflicting segment."""
+    """An object does not hold what the layout says: a damaged data file, a bad manifest, an unknown format."""
+
+
+class ArchiveNeedsMigration(ArchiveError):
+    """The archive is format 1 (manifests and segments): readable, but written only once `retain archive migrate`
+    has made it a table."""
 
 
 class UnarchivableEntry(ArchiveError):
-    """A stream entry the segment format cannot hold: an id past 2^63-1, a field name not UTF-8."""
+    """A stream entry the table's columns cannot hold: an id past 2^63-1, a field name not UTF-8."""

@@ -20,19 +20,19 @@ def invoke(*args: str, env: dict[str, str] | None = None):
 
 class TestArchiveCommands:
     def test_fold_ls_read(self, redis_server, redis_conn, tmp_path):
-        """fold archives, ls lists segments and W, read prints every entry as a JSON line."""
+        """fold archives, ls lists files and W, read prints every entry as a JSON line."""
         url = str(tmp_path / "archive")
         for index in range(1, 251):
             redis_conn.xadd("emq:{game}:stream:feed", {"i": str(index), "bin": b"\xff\x00"}, id=f"{index}-0")
         folded = invoke("fold", "game", "feed", "--upto", "200", "--segment-entries", "100",
                         "--archive", url, "--url", redis_server.url)
         assert folded.exit_code == 0, folded.output
-        assert folded.output.strip() == ("folded 200 entries into 2 segments of emq:{game}:stream:feed; "
-                                         "W = 200-0 (manifest 2)")
+        assert folded.output.strip() == ("folded 200 entries into 2 files of emq:{game}:stream:feed; "
+                                         "W = 200-0 (table version 2)")
         redis_conn.xtrim("emq:{game}:stream:feed", minid="201-0")
         listed = invoke("ls", "game", "feed", "--archive", url)
         assert listed.exit_code == 0, listed.output
-        assert "W = 200-0" in listed.output and "2 segments, 200 entries" in listed.output
+        assert "W = 200-0" in listed.output and "2 files, 200 entries" in listed.output
         everything = invoke("ls", "--archive", url)
         assert "emq:{game}:stream:feed" in everything.output and "200-0" in everything.output
         read = invoke("read", "game", "feed", "--archive", url, "--url", redis_server.url)
@@ -49,7 +49,7 @@ class TestArchiveCommands:
                         "--url", redis_server.url, env={"TTY_COMPATIBLE": "1"})
         assert result.exit_code == 0, result.output
         assert "folding emq:{game}:stream:long" in result.output
-        assert "folded 3000 entries into 6 segments" in result.output
+        assert "folded 3000 entries into 6 files" in result.output
 
     def test_read_range_by_id_and_time(self, redis_server, redis_conn, tmp_path):
         """--since and --until take ids, <ms> and RFC 3339 times, both included."""
@@ -73,7 +73,7 @@ class TestArchiveCommands:
         result = invoke("fold", "g", "s3", "--archive", url, "--s3-endpoint", options["endpoint"],
                         "--s3-region", "us-east-1", "--url", redis_server.url, env=env)
         assert result.exit_code == 0, result.output
-        assert Archive(url, **options).manifest_at(StreamRef("g", "s3"), 1).entries == 1
+        assert Archive(url, **options).state(StreamRef("g", "s3")).entries == 1
 
     def test_refusals(self, redis_server):
         """Bad arguments are one clean line, never a traceback."""
@@ -86,6 +86,67 @@ class TestArchiveCommands:
             result = invoke(*args, "--url", redis_server.url) if args[0] != "ls" else invoke(*args)
             assert result.exit_code != 0 and message in result.output, (args, result.output)
             assert "Traceback" not in result.output
+
+
+class TestTableCommands:
+    def fill(self, redis_server, redis_conn, url: str, folds: int = 3) -> None:
+        for step in range(folds):
+            for index in range(10):
+                redis_conn.xadd("emq:{g}:stream:t", {"i": str(index), "bin": b"\xfe" if index == 0 else b"x"},
+                                id=f"{1000 + step * 100 + index}-0")
+            assert invoke("fold", "g", "t", "--archive", url, "--url", redis_server.url).exit_code == 0
+
+    def test_query(self, redis_server, redis_conn, tmp_path):
+        """query runs SQL over the stream's view as a table, or as JSON lines; a refused query is one line."""
+        url = str(tmp_path / "archive")
+        self.fill(redis_server, redis_conn, url)
+        shown = invoke("query", "g", "t", "SELECT count(*) AS n, min(ms) AS first FROM entries", "--archive", url)
+        assert shown.exit_code == 0, shown.output
+        assert "1000" in shown.output and "30" in shown.output and "1 rows" in shown.output
+        lines = invoke("query", "SELECT stream, id, fields, fields_binary FROM archive ORDER BY ms LIMIT 2", "--json",
+                       "--archive", url)
+        assert lines.exit_code == 0, lines.output
+        assert [json.loads(line) for line in lines.output.splitlines()] == [
+            {"stream": "emq:{g}:stream:t", "id": "1000-0", "fields": None,
+             "fields_binary": {"i": "0", "bin": {"base64": base64.b64encode(b"\xfe").decode()}}},
+            {"stream": "emq:{g}:stream:t", "id": "1001-0", "fields": {"i": "1", "bin": "x"}, "fields_binary": None}]
+        refused = invoke("query", "g", "t", "SELECT nope FROM entries", "--archive", url)
+        assert refused.exit_code == 1 and "DuckDB refused the query" in refused.output
+        assert "Traceback" not in refused.output
+        usage = invoke("query", "g", "SELECT 1", "--archive", url)
+        assert usage.exit_code != 0 and 'give QUEUE NAME "SQL"' in usage.output
+
+    def test_maintain_and_ls_show_expiry(self, redis_server, redis_conn, tmp_path):
+        """maintain compacts and expires (a dry run first says what it would do); ls shows how far expiry reached."""
+        url = str(tmp_path / "archive")
+        self.fill(redis_server, redis_conn, url)
+        dry = invoke("maintain", "--max-age", "1d", "--dry-run", "--archive", url)
+        assert dry.exit_code == 0, dry.output
+        assert "would expire 30 entries" in dry.output and Archive(url).state(StreamRef("g", "t")).entries == 30
+        done = invoke("maintain", "--archive", url, "--vacuum-retention", "1m")
+        assert done.exit_code == 0 and "compacted 3 files into 1" in done.output
+        assert "expired before none" in " ".join(invoke("ls", "g", "t", "--archive", url).output.split())
+        expired = invoke("maintain", "--max-age", "1d", "--archive", url)
+        assert expired.exit_code == 0 and "expired 30 entries" in expired.output
+        listed = " ".join(invoke("ls", "g", "t", "--archive", url).output.split())
+        assert "0 files, 0 entries" in listed and "expired before 20" in listed
+        bad = invoke("maintain", "--max-age", "soon", "--archive", url)
+        assert bad.exit_code != 0 and "--max-age" in bad.output and "Traceback" not in bad.output
+
+    def test_migrate(self, redis_server, redis_conn, tmp_path):
+        """migrate turns a format-1 archive into the table and says what it moved; ls then shows the table."""
+        from tests.helpers.legacy import write_legacy
+
+        url = str(tmp_path / "old")
+        write_legacy(url, {"emq:{g}:stream:old": [[(f"{ms}-0".encode(), {b"a": b"1"}) for ms in range(1, 11)]]})
+        assert "format 1, read-only" in " ".join(invoke("ls", "--archive", url).output.split())
+        folded = invoke("fold", "g", "old", "--archive", url, "--url", redis_server.url)
+        assert folded.exit_code == 1 and "retain archive migrate" in folded.output
+        moved = invoke("migrate", "--archive", url)
+        assert moved.exit_code == 0, moved.output
+        assert "emq:{g}:stream:old  10 entries from 1 segments: 1 files; W = 10-0" in moved.output
+        assert "migrated 10 entries of 1 streams, every id checked once" in moved.output
+        assert "(table, version 1)" in " ".join(invoke("ls", "--archive", url).output.split())
 
 
 class TestDemoAct:

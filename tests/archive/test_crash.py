@@ -40,17 +40,17 @@ def assert_whole(conn, stream, archive: Archive, appended: list[bytes]) -> None:
     """The merge-read yields each appended id once, in order; the archive holds no row twice."""
     assert [entry_id for entry_id, _ in read(conn, stream, archive, count=50)] == appended
     archived = archived_ids(archive, stream)
-    assert len(archived) == len(set(archived)) == archive.manifest(stream).entries
+    assert len(archived) == len(set(archived)) == archive.state(stream).entries
     assert archived == sorted(archived)
 
 
 class TestFaultBetweenSteps:
     @pytest.mark.parametrize(("kind", "occurrence"), [
-        ("read", 2),        # mid-segment: read, nothing stored
-        ("segment", 1),     # a segment stored, its manifest not written
-        ("segment", 2),     # the same, after one full step
-        ("manifest", 1),    # W advanced for part of the range, the rest unread
-        ("manifest", 2),    # W advanced over everything, the trim not sent
+        ("read", 2),        # mid-file: read, nothing stored
+        ("file", 1),        # a data file stored, its commit not written
+        ("file", 2),        # the same, after one full step
+        ("commit", 1),      # W advanced for part of the range, the rest unread
+        ("commit", 2),      # W advanced over everything, the trim not sent
         ("trim", 1),        # just before the XTRIM
     ])
     def test_rerun_is_whole(self, redis_conn, archive, stream, append, kind, occurrence):
@@ -118,7 +118,7 @@ def run_and_kill(plan: dict, until_line: str) -> list[str]:
 
 class TestProcessKilled:
     @pytest.mark.parametrize("kind", SHARED_STORES)
-    @pytest.mark.parametrize("block", [["segment", 2], ["manifest", 2], ["trim", 1]])
+    @pytest.mark.parametrize("block", [["file", 2], ["commit", 2], ["trim", 1]])
     def test_sigkill_at_a_step(self, redis_server, redis_conn, tmp_path, request, stream, append, kind, block):
         """A real fold process killed with SIGKILL at a step, then a re-run here: the log is whole."""
         seaweed = request.getfixturevalue("seaweed_server") if kind == "s3" else None

@@ -26,16 +26,16 @@ def ids_of(entries) -> list[bytes]:
 
 class TestFold:
     def test_folds_everything_and_is_idempotent(self, redis_conn, archive, stream, append):
-        """A fold archives every entry in segments of at most segment_entries; a re-run folds nothing."""
+        """A fold archives every entry in files of at most segment_entries, a commit each; a re-run folds nothing."""
         ids = append(stream, 2500)
         result = fold(redis_conn, stream, archive, count=300, segment_entries=1000)
-        assert (result.entries, result.segments, result.manifest) == (2500, 3, 3)
+        assert (result.entries, result.files, result.version) == (2500, 3, 3)
         assert result.watermark == StreamId.parse(ids[-1])
-        manifest = archive.manifest(stream)
-        assert [segment.count for segment in manifest.segments] == [1000, 1000, 500]
-        assert manifest.entries == 2500 and manifest.size == sum(s.size for s in manifest.segments)
+        state = archive.state(stream)
+        assert [file.count for file in state.files] == [1000, 1000, 500]
+        assert state.entries == 2500 and state.size == sum(file.size for file in state.files)
         again = fold(redis_conn, stream, archive)
-        assert (again.entries, again.segments, again.watermark) == (0, 0, result.watermark)
+        assert (again.entries, again.files, again.watermark) == (0, 0, result.watermark)
         assert ids_of(read(redis_conn, stream, archive)) == ids
 
     def test_upto_forms(self, redis_conn, archive, stream):
@@ -48,20 +48,20 @@ class TestFold:
         instant = datetime.fromtimestamp(6, timezone.utc)
         assert fold(redis_conn, stream, archive, instant).watermark == StreamId(6000, 1)
         assert fold(redis_conn, stream, archive, StreamId(7000, 0)).watermark == StreamId(7000, 0)
-        assert archive.manifest(stream).entries == 13
+        assert archive.state(stream).entries == 13
 
     def test_min_entries_waits_for_more(self, redis_conn, archive, stream, append):
         """With fewer than min_entries waiting, nothing is written; with enough, all of it is."""
         append(stream, 40)
         assert fold(redis_conn, stream, archive, min_entries=50).entries == 0
-        assert archive.manifest(stream).number == 0
+        assert archive.version == -1  # no commit: the table is not even made
         append(stream, 20, start=40)
         assert fold(redis_conn, stream, archive, min_entries=50).entries == 60
 
     def test_empty_and_missing_stream(self, redis_conn, archive, stream):
         """A stream with nothing to fold leaves the archive as it is."""
         result = fold(redis_conn, stream, archive)
-        assert (result.entries, result.watermark, result.manifest) == (0, None, 0)
+        assert (result.entries, result.watermark, result.version) == (0, None, -1)
 
     def test_decoding_connection(self, redis_server, archive, stream):
         """A connection that decodes responses folds and reads back str, as its XRANGE gives."""
@@ -80,7 +80,7 @@ class TestFold:
         redis_conn.set(stream.key, "x")
         with pytest.raises(WrongTypeError):
             fold(redis_conn, stream, archive, "5-0")
-        assert archive.manifest(stream).number == 0
+        assert archive.version == -1
 
     @pytest.mark.parametrize(("options", "error"), [
         ({"count": 0}, InvalidInput), ({"segment_entries": -1}, InvalidInput), ({"min_entries": True}, InvalidInput),
@@ -99,7 +99,7 @@ class TestFold:
         redis_conn.xadd(stream.key, {b"\xff": "1"}, id="2-0")
         with pytest.raises(UnarchivableEntry):
             fold(redis_conn, stream, archive, segment_entries=1)
-        assert archive.manifest(stream).watermark == StreamId(1, 0)
+        assert archive.watermark(stream) == StreamId(1, 0)
 
     def test_cluster(self, redis_cluster, stream):
         """A Redis Cluster client folds and merge-reads the same way."""
@@ -159,7 +159,7 @@ class TestFoldThenTrim:
         for round_index in range(4):
             appended += append(stream, 300, start=round_index * 300)
             result = fold_then_trim(redis_conn, stream, archive, MaxLen(250, approx=approx), count=128)
-            watermark = archive.manifest(stream).watermark
+            watermark = archive.watermark(stream)
             live = ids_of(redis_conn.xrange(stream.key))
             gone = [entry_id for entry_id in appended if entry_id not in set(live)]
             assert all(StreamId.parse(entry_id) <= watermark for entry_id in gone)

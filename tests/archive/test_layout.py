@@ -1,4 +1,4 @@
-"""retain.archive.layout: object names (pure)."""
+"""retain.archive.layout: the table's file names and app transaction ids (pure)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,17 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
+from retain.archive.layout import (
+    commit_path,
+    expired_txn,
+    file_name,
+    file_range,
+    key_of_dir,
+    rewrite_txn,
+    stream_dir,
+    watermark_txns,
+)
 from retain.ids import StreamId
-from retain.archive.layout import key_of_dir, manifest_number, manifest_path, segment_name, stream_dir
 from tests.strategies import stream_ids
 
 
@@ -25,17 +34,24 @@ class TestStreamDir:
         assert key_of_dir(folder) == key
 
 
-class TestNames:
-    @given(stream_ids, stream_ids)
-    def test_segment_names_sort_as_ids(self, a, b):
-        """Zero-padded names sort as their first ids do."""
-        assert (segment_name(a, a) < segment_name(b, b)) == (a < b)
+class TestFileNames:
+    def test_example(self):
+        """A data file lives in its stream's partition folder, named by the ids it holds and a token."""
+        path = file_name("emq:{q}:stream:s", StreamId(1, 2), StreamId(3, 4), "ab12")
+        assert path == "stream=emq!3A!7Bq!7D!3Astream!3As/1-2_3-4.ab12.parquet"
+        assert file_range(path) == (StreamId(1, 2), StreamId(3, 4))
+        assert file_range("stream=x/part-0001.snappy.parquet") is None
 
-    def test_manifest_names(self):
-        """Manifests are numbered with 20 digits; the number reads back from the path."""
-        path = manifest_path("emq:{q}:stream:s", 42)
-        assert path == "emq!3A!7Bq!7D!3Astream!3As/manifest/00000000000000000042.json"
-        assert manifest_number(path) == 42
-        assert manifest_number("x/manifest/42.json") is None
-        assert segment_name(StreamId(1, 2), StreamId(3, 4)) == (
-            "segments/00000000000000000001-00000000000000000002_00000000000000000003-00000000000000000004.parquet")
+    @given(stream_ids, stream_ids)
+    def test_names_read_back(self, a, b):
+        """A name gives back the range it was made from, whatever the ids."""
+        low, high = min(a, b), max(a, b)
+        assert file_range(file_name("k", low, high, "ff")) == (low, high)
+
+
+class TestLog:
+    def test_commit_paths_and_app_ids(self):
+        """Commits are numbered with 20 digits; each stream's state has its app ids."""
+        assert commit_path(42) == "_delta_log/00000000000000000042.json"
+        assert watermark_txns("emq:{q}:stream:s") == ("emq:{q}:stream:s/ms", "emq:{q}:stream:s/seq")
+        assert (rewrite_txn("k"), expired_txn("k")) == ("k/rewrite", "k/expired")

@@ -10,33 +10,33 @@ import threading
 
 import pytest
 
-from retain.archive import Archive, FoldProgress, fold, read
-from tests.helpers.archive import SHARED_STORES, open_archive
+from retain.archive import Archive, FoldProgress, StreamId, fold, read
+from tests.helpers.archive import SHARED_STORES, commits_of, open_archive
 
 
 def assert_one_chain(conn, archive: Archive, stream, appended: list[bytes]) -> None:
-    """Every manifest is the one before plus one segment after its W; together they hold each id once."""
-    latest = archive.manifest(stream)
-    previous = archive.manifest_at(stream, 0)
-    for number in range(1, latest.number + 1):
-        current = archive.manifest_at(stream, number)
-        assert current.segments[:-1] == previous.segments, f"manifest {number} rewrote history"
-        assert previous.watermark is None or current.segments[-1].first > previous.watermark
-        previous = current
-    assert latest.entries == len(appended)
+    """Every commit adds one file after the W before it and moves W to its end; together they hold each id once."""
+    previous: StreamId | None = None
+    for version, ranges, watermark in commits_of(archive, stream):
+        assert len(ranges) == 1, f"commit {version} added {len(ranges)} files"
+        first, last = (StreamId.parse(part) for part in ranges[0])
+        assert previous is None or first > previous, f"commit {version} archived a range again"
+        assert watermark == (last.ms, last.seq), f"commit {version} set W {watermark}, not its file's end"
+        previous = last
+    assert archive.state(stream).entries == len(appended)
     assert [entry_id for entry_id, _ in read(conn, stream, archive)] == appended
 
 
 class TestFence:
     def test_loser_rereads_and_continues(self, redis_conn, archive, stream, append):
-        """A folder that loses manifest n+1 takes the winner's W and folds only what is after it."""
+        """A folder that loses the commit of W takes the winner's W and folds only what is after it."""
         appended = append(stream, 1000)
         paused, resume = threading.Event(), threading.Event()
         results = {}
 
         def slow_progress(step: FoldProgress) -> None:
-            if step.kind == "segment" and not paused.is_set():
-                paused.set()  # segment 1 stored, manifest 1 not yet written
+            if step.kind == "file" and not paused.is_set():
+                paused.set()  # file 1 stored, its commit not yet written
                 resume.wait(30)
 
         def slow_folder() -> None:
@@ -70,7 +70,7 @@ class TestFence:
         for thread in threads:
             thread.join(60)
         assert sum(result.entries for result in results) == 1500
-        assert sum(result.segments for result in results) == archive.manifest(stream).number
+        assert sum(result.files for result in results) == len(commits_of(archive, stream))
         assert_one_chain(redis_conn, archive, stream, appended)
 
 
@@ -83,7 +83,7 @@ CHILD = textwrap.dedent("""
     sys.stdin.readline()  # start together
     result = fold(redis.Redis.from_url(plan["redis"]), RawKey(plan["key"]), Archive(plan["url"], **plan["options"]),
                   count=50, segment_entries=plan["segment_entries"])
-    print(json.dumps({"entries": result.entries, "segments": result.segments, "races": result.races_lost}))
+    print(json.dumps({"entries": result.entries, "files": result.files, "races": result.races_lost}))
 """)
 
 

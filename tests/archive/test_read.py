@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retain.archive import Archive, StreamId, fold, fold_then_trim, read
+from retain.archive import FILE_SCHEMA, Archive, StreamId, fold, fold_then_trim, read, read_arrow
 from retain.errors import InvalidInput, InvalidStreamId, WrongTypeError
 from retain.streams import StreamRef
 from retain.windows import MaxLen
@@ -36,7 +36,7 @@ def half_archived(redis_conn, archive, stream):
                 pipe.xadd(key, {"v": f"{ms}-{seq}", "bin": b"\x00\xff"}, id=f"{ms}-{seq}")
     pipe.execute()
     fold_then_trim(redis_conn, stream, archive, MaxLen(400, approx=False), count=64, segment_entries=100)
-    assert redis_conn.xlen(stream.key) == 400 and archive.manifest(stream).watermark == StreamId(300, 1)
+    assert redis_conn.xlen(stream.key) == 400 and archive.watermark(stream) == StreamId(300, 1)
     return copy
 
 
@@ -64,21 +64,21 @@ class TestRead:
         """start after end reads nothing."""
         assert list(read(redis_conn, stream, archive, "400-0", "10-0")) == []
 
-    def test_segments_pruned(self, redis_conn, stream, half_archived, tmp_path):
-        """Only segments whose id range meets the read's are opened."""
+    def test_files_pruned(self, redis_conn, stream, half_archived, tmp_path):
+        """Only files whose id range meets the read's are opened."""
         opened = []
 
         class Counting(Archive):
-            def open_segment(self, stream, segment):
-                opened.append(segment.name)
-                return super().open_segment(stream, segment)
+            def open_file(self, file):
+                opened.append(file.path)
+                return super().open_file(file)
 
         archive = Counting(str(tmp_path / "counted"))
         other = StreamRef("game", f"pruned-{uuid.uuid4().hex[:8]}")
         for entry_id, fields in redis_conn.xrange(half_archived.key):
             redis_conn.xadd(other.key, fields, id=entry_id)
         fold(redis_conn, other, archive, "300-1", segment_entries=100)
-        assert len(archive.manifest(other).segments) == 6
+        assert len(archive.state(other).files) == 6
         assert ids_of(read(redis_conn, other, archive, "120-0", "130-1")) == [
             f"{ms}-{seq}".encode() for ms in range(120, 131) for seq in range(2)]
         assert len(opened) == 1
@@ -97,6 +97,32 @@ class TestRead:
             list(read(redis_conn, stream, archive))
 
 
+def arrow_ids(batches) -> list[bytes]:
+    return [entry_id.encode() for batch in batches for entry_id in batch.column("id").to_pylist()]
+
+
+class TestReadArrow:
+    @pytest.mark.parametrize(("start", "end"), [(None, None), ("250", "350"), ("300-1", "301-0"), ("301-0", None)])
+    def test_same_rows_as_read(self, redis_conn, archive, stream, half_archived, start, end):
+        """Archived and live rows as record batches of the table's columns: the entries read gives, in order."""
+        batches = list(read_arrow(redis_conn, stream, archive, start, end, count=37))
+        assert all(batch.schema == FILE_SCHEMA for batch in batches)
+        rows = [row for batch in batches for row in batch.to_pylist()]
+        expected = list(read(redis_conn, stream, archive, start, end, count=37))
+        assert [row["id"].encode() for row in rows] == [entry_id for entry_id, _ in expected]
+        for row, (_, fields) in zip(rows, expected):
+            pairs = row["fields_binary"] if row["fields"] is None else [(k, v.encode()) for k, v in row["fields"]]
+            assert {name.encode(): value for name, value in pairs} == fields
+            assert row["ts"].timestamp() * 1000 == row["ms"]
+
+    def test_refusals_at_the_call(self, redis_conn, archive, stream):
+        """Bad bounds are refused when read_arrow is called, before any I/O."""
+        with pytest.raises(InvalidStreamId):
+            read_arrow(redis_conn, stream, archive, start="yesterday")
+        with pytest.raises(InvalidInput):
+            read_arrow(redis_conn, stream, archive, count=0)
+
+
 class TestReadOrder:
     @pytest.mark.parametrize("approx", [True, False], ids=["~", "="])
     def test_fold_and_trim_between_every_step(self, redis_server, redis_conn, tmp_path, stream, append, approx):
@@ -108,8 +134,8 @@ class TestReadOrder:
         class FoldsUnderTheReader(Archive):
             busy = False
 
-            def manifest(self, stream):
-                answer = super().manifest(stream)
+            def watermark(self, stream):
+                answer = super().watermark(stream)
                 if not self.busy:
                     self.busy = True
                     try:
@@ -121,7 +147,7 @@ class TestReadOrder:
 
         archive = FoldsUnderTheReader(str(tmp_path / "under"))
         got = ids_of(read(redis_conn, stream, archive, count=50))
-        assert redis_conn.xlen(stream.key) < 1200 and archive.manifest(stream).entries > 0
+        assert redis_conn.xlen(stream.key) < 1200 and archive.state(stream).entries > 0
         assert got == appended
         folder_conn.close()
 
@@ -136,6 +162,7 @@ workloads = st.fixed_dictionaries({
     "segment_entries": st.integers(5, 80),
     "read_count": st.integers(2, 50),
     "readers": st.integers(1, 2),
+    "arrow": st.booleans(),
 })
 _examples = itertools.count()
 
@@ -144,8 +171,8 @@ class TestMergeUnderFoldAndTrim:
     @settings(max_examples=12)
     @given(workload=workloads)
     def test_no_gap_no_duplicate_order_kept(self, redis_server, tmp_path, workload):
-        """Producers append, a folder folds and trims, readers merge-read, all at once: each read yields
-        every entry appended before it began, none twice, none unappended, in id order."""
+        """Producers append, a folder folds and trims, readers merge-read (as entries or Arrow batches), all at
+        once: each read yields every entry appended before it began, none twice, none unappended, in id order."""
         stream = StreamRef("game", f"merge-{next(_examples)}")
         archive = Archive(str(tmp_path / stream.name))
         appended: list[bytes] = []
@@ -187,7 +214,11 @@ class TestMergeUnderFoldAndTrim:
                     last_round = not producing.is_set()
                     with lock:
                         before = set(appended)
-                    reads.append((before, ids_of(read(conn, stream, archive, count=workload["read_count"]))))
+                    if workload["arrow"]:
+                        got = arrow_ids(read_arrow(conn, stream, archive, count=workload["read_count"]))
+                    else:
+                        got = ids_of(read(conn, stream, archive, count=workload["read_count"]))
+                    reads.append((before, got))
                     if last_round:
                         return
 

@@ -1,4 +1,4 @@
-"""What the archive tests share: a fresh archive on each store kind, and the ids a store holds, read straight."""
+"""What the archive tests share: a fresh archive on each store kind, and the ids a table holds, read straight."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from typing import Any
 import obstore
 import pyarrow as pa
 import pyarrow.parquet as pq
+from deltalake import DeltaTable
 
 from retain.archive import Archive
 from retain.streams import Stream
 
-__all__ = ["SHARED_STORES", "STORES", "archived_ids", "open_archive"]
+__all__ = ["SHARED_STORES", "STORES", "archived_ids", "commits_of", "open_archive", "table_of"]
 
 STORES = ["local", "memory", "s3"]
 #: stores another process can open too (memory:// lives in one process)
@@ -30,11 +31,56 @@ def open_archive(kind: str, tmp_path: Any, seaweed_server: Any) -> tuple[Archive
     return Archive(url, **options), url, options
 
 
+def table_of(archive: Archive, version: int | None = None) -> DeltaTable:
+    """The archive's Delta table as delta-rs opens it, apart from retain's own reading (at ``version``)."""
+    return DeltaTable(archive.location.table_uri, version=version, storage_options=archive.location.storage_options)
+
+
 def archived_ids(archive: Archive, stream: Stream) -> list[tuple[int, int]]:
-    """Every row's id, ``(ms, seq)``, of every segment the current manifest lists, read straight from the store."""
+    """Every row's id, ``(ms, seq)``, of every live file of ``stream`` in the table's log, read straight from the
+    store, file after file in the order of the first id each holds (its name starts with it)."""
+    if archive.version < 0:
+        return []
+    actions = pa.table(table_of(archive).get_add_actions(flatten=True))
+    paths = sorted((path for path, key in zip(actions.column("path").to_pylist(),
+                                              actions.column("partition.stream").to_pylist()) if key == stream.key),
+                   key=_first)
     rows: list[tuple[int, int]] = []
-    for segment in archive.manifest(stream).segments:
-        data = bytes(obstore.get(archive.store, archive.segment_path(stream, segment)).bytes())
+    for path in paths:
+        data = bytes(obstore.get(archive.store, path).bytes())
         table = pq.read_table(pa.BufferReader(data), columns=["ms", "seq"])
         rows += zip(table.column("ms").to_pylist(), table.column("seq").to_pylist())
     return rows
+
+
+def commits_of(archive: Archive, stream: Stream) -> list[tuple[int, list[tuple[str, str]], tuple[int, int] | None]]:
+    """Every commit that added files of ``stream``: its version, the ranges of the files it added (first, last
+    as ``<ms>-<seq>``), and W it set, ``(ms, seq)``; read from the log's history, in version order."""
+    table = table_of(archive)
+    found = []
+    for version in range(1, table.version() + 1):
+        at = table_of(archive, version)
+        before = table_of(archive, version - 1)
+        added = {path for path, key in _files(at) if key == stream.key} - {path for path, key in _files(before)}
+        ms, seq = at.transaction_version(f"{stream.key}/ms"), at.transaction_version(f"{stream.key}/seq")
+        if added:
+            ranges = [_range(path) for path in sorted(added, key=_first)]
+            found.append((version, ranges, (ms, seq or 0) if ms is not None else None))
+    return found
+
+
+def _files(table: DeltaTable) -> list[tuple[str, str]]:
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if not actions.num_rows:
+        return []
+    return list(zip(actions.column("path").to_pylist(), actions.column("partition.stream").to_pylist()))
+
+
+def _first(path: str) -> tuple[int, int]:
+    first = _range(path)[0]
+    return int(first.split("-")[0]), int(first.split("-")[1])
+
+
+def _range(path: str) -> tuple[str, str]:
+    first, last = path.rsplit("/", 1)[-1].split(".")[0].split("_")
+    return tuple(f"{int(part.split('-')[0])}-{int(part.split('-')[1])}" for part in (first, last))  # type: ignore[return-value]

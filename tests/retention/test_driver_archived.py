@@ -1,7 +1,8 @@
 """retain.retention.driver with an archive: archived entries fold before they trim, beat after beat, on real stores.
 
 INV-FOLD through the driver (producers appending, every id gone from the live stream is at or below W
-and in a segment), a failing fold leaves that stream untrimmed while the others are trimmed,
+and in a data file), a beat's archived streams go in one commit, a failing fold leaves that stream
+untrimmed while the others are trimmed,
 INV-IDEMPOTENT (a beat re-run after a crash between its fold and its trim loses nothing, archives
 nothing twice), INV-MERGE (a reader merge-reads while the thread runner folds and trims under producers),
 INV-FENCE (two drivers on one stream race for W and archive no range twice),
@@ -15,19 +16,20 @@ import itertools
 import logging
 import threading
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import redis
 import redis.asyncio
 
-from retain.archive import Archive, StreamId, read
+from retain.archive import Archive, MaintenanceSettings, StreamId, read
 from retain.errors import (ArchiveAccessDenied, ArchiveObjectExists, ArchiveUnavailable, InvalidPolicy,
                            UnarchivableEntry)
 from retain.retention import AsyncRetentionDriver, DriverMetrics, RetentionDriver, StreamPolicy, SweepReport
 from retain.servers import RedisServer
 from retain.streams import RawKey, StreamRef
 from retain.windows import MaxLen
-from tests.helpers.archive import archived_ids
+from tests.helpers.archive import archived_ids, commits_of
 from tests.helpers.retention import Reports, samples
 from tests.helpers.streams import append, ms_of
 from tests.helpers.waiting import wait_for
@@ -97,7 +99,7 @@ def assert_whole(conn, stream, archive: Archive, appended: list[bytes]) -> None:
     merged = ids_of(read(conn, stream, archive, count=64))
     assert merged == sorted(appended, key=ms_of)
     archived = archived_ids(archive, stream)
-    assert len(archived) == len(set(archived)) == archive.manifest(stream).entries
+    assert len(archived) == len(set(archived)) == archive.state(stream).entries
 
 
 def local(tmp_path) -> Archive:
@@ -105,32 +107,38 @@ def local(tmp_path) -> Archive:
 
 
 class FaultyArchive(Archive):
-    """A real local archive, with a fault raised for one stream at one step: before, or after, the write."""
+    """A real local archive, with a fault raised for one stream at one step: before, or after, the write.
+
+    The steps: ``put_file`` (a stream's data file) and ``commit`` (one for every stream of a beat: the
+    fault is raised when the commit carries the stream).
+    """
 
     def __init__(self, url: str, *, key: str, step: str, fault: BaseException, after: bool = False) -> None:
         super().__init__(url)
         self.key, self.step, self.fault, self.after = key, step, fault, after
         self.faults = 0
 
-    def _maybe_fail(self, key: str, step: str) -> None:
-        if key == self.key and step == self.step:
+    def _maybe_fail(self, keys, step: str) -> None:
+        if self.key in keys and step == self.step:
             self.faults += 1
             raise self.fault
 
-    def put_segment(self, stream, segment):
+    def put_file(self, stream, encoded):
         if not self.after:
-            self._maybe_fail(stream.key, "put_segment")
-        info = super().put_segment(stream, segment)
+            self._maybe_fail({stream.key}, "put_file")
+        stored = super().put_file(stream, encoded)
         if self.after:
-            self._maybe_fail(stream.key, "put_segment")
-        return info
+            self._maybe_fail({stream.key}, "put_file")
+        return stored
 
-    def put_manifest(self, manifest):
+    def commit(self, changes, **options):
+        keys = {change.stream for change in changes}
         if not self.after:
-            self._maybe_fail(manifest.stream, "put_manifest")
-        super().put_manifest(manifest)
+            self._maybe_fail(keys, "commit")
+        version = super().commit(changes, **options)
         if self.after:
-            self._maybe_fail(manifest.stream, "put_manifest")
+            self._maybe_fail(keys, "commit")
+        return version
 
 
 class TestConstruction:
@@ -172,7 +180,7 @@ class TestFoldThroughTheDriver:
     @pytest.mark.parametrize("approx", [True, False], ids=["~", "="])
     def test_nothing_leaves_before_it_is_archived(self, redis_server, redis_conn, tmp_path, request, kind, approx):
         """INV-FOLD: beat after beat, producers appending, every id gone from the live stream is <= W and
-        in a segment; the plain stream beside it is trimmed by the pipeline and never archived."""
+        in a data file; the plain stream beside it is trimmed by the pipeline and never archived."""
         archive = local(tmp_path) if kind == "local" else request.getfixturevalue("seaweed_server").archive(
             f"driver-{uuid.uuid4().hex}")
         stream, plain = fresh(), fresh()
@@ -190,14 +198,14 @@ class TestFoldThroughTheDriver:
                 folded += report.folded_by[stream.key]
                 appended = producers.appended(stream)  # taken before the live read: each of these was appended
                 live = set(live_ids(redis_conn, stream))
-                watermark = archive.manifest(stream).watermark
+                watermark = archive.watermark(stream)
                 assert report.watermarks[stream.key] == watermark
                 gone = [entry_id for entry_id in appended if entry_id not in live]
                 assert all(StreamId.parse(entry_id) <= watermark for entry_id in gone), "trimmed past W"
                 assert {ms_of(entry_id) for entry_id in gone} <= set(archived_ids(archive, stream)), \
                     "an entry left the live stream without being archived"
                 assert set(sorted(appended, key=ms_of)[-window.count:]) <= live, "trimmed inside the window"
-        assert folded > 1_000 and folded == archive.manifest(stream).entries
+        assert folded > 1_000 and folded == archive.state(stream).entries
         assert_whole(redis_conn, stream, archive, producers.appended(stream))
         assert archive.streams() == [stream.key]
 
@@ -210,11 +218,11 @@ class TestFoldThroughTheDriver:
         races: list[str] = []
 
         class Fenced(Archive):
-            def put_manifest(self, manifest):
+            def commit(self, changes, **options):
                 try:
-                    super().put_manifest(manifest)
+                    return super().commit(changes, **options)
                 except ArchiveObjectExists:
-                    races.append(manifest.stream)  # the other driver wrote this step of W first
+                    races.extend(change.stream for change in changes)  # the other driver committed this W first
                     raise
 
         with redis_server.client() as one, redis_server.client() as two:
@@ -279,7 +287,7 @@ class TestFailingFold:
         assert dict(reports[0].folded_by) == {good.key: 56}
         assert dict(reports[0].lengths) == {good.key: 5, plain.key: 5}
         assert redis_conn.xlen(bad.key) == 61, "a stream whose fold failed was trimmed"
-        assert archive.manifest(bad).watermark is None  # the segment holding it is refused whole: W stays before it
+        assert archive.watermark(bad) is None  # the file holding it is refused whole: W stays before it
         assert "1 failed" in reports[0].summary() and "folded 56 entries" in reports[0].summary()
         assert any(f"fold of {bad.key} failed, so it is not trimmed this beat" in record.getMessage()
                    for record in caplog.records)
@@ -288,12 +296,11 @@ class TestFailingFold:
         assert found[("retain_stream_folded_total", (("stream", good.key),))] == 56
         assert not any(name == "retain_stream_trim_failures_total" for name, _ in found)
 
-    @pytest.mark.parametrize("step", ["put_segment", "put_manifest"])
-    def test_a_store_refusing_writes(self, redis_conn, tmp_path, step):
-        """A store that refuses one stream's writes (a fault injected) leaves that stream untrimmed, the other
+    def test_a_store_refusing_writes(self, redis_conn, tmp_path):
+        """A store that refuses one stream's data file (a fault injected) leaves that stream untrimmed, the other
         trimmed; once the store relents, the next beat folds on from W and trims."""
         bad, good = fresh(), fresh()
-        archive = FaultyArchive(str(tmp_path / "faulty"), key=bad.key, step=step,
+        archive = FaultyArchive(str(tmp_path / "faulty"), key=bad.key, step="put_file",
                                 fault=ArchiveAccessDenied("the store refused the write"))
         appended = {stream.key: append(redis_conn, stream.key, 200) for stream in (bad, good)}
         policy = [StreamPolicy(stream, MaxLen(20, approx=False), archive=True) for stream in (bad, good)]
@@ -307,11 +314,46 @@ class TestFailingFold:
         for stream in (bad, good):
             assert_whole(redis_conn, stream, archive, appended[stream.key])
 
+    def test_a_refused_commit_fails_the_streams_it_carries(self, redis_conn, tmp_path):
+        """A beat's archived streams share one commit: when the store refuses it, none of them is trimmed (the
+        plain stream is); once the store relents, the next beat folds them all on from W and trims."""
+        one, two, plain = fresh(), fresh(), fresh()
+        archive = FaultyArchive(str(tmp_path / "refused"), key=one.key, step="commit",
+                                fault=ArchiveAccessDenied("the store refused the commit"))
+        appended = {stream.key: append(redis_conn, stream.key, 200) for stream in (one, two, plain)}
+        policy = [StreamPolicy(one, MaxLen(20, approx=False), archive=True),
+                  StreamPolicy(two, MaxLen(20, approx=False), archive=True), (plain, MaxLen(20, approx=False))]
+        driver = RetentionDriver(redis_conn, policy, archive=archive)
+        failed = driver.sweep()
+        assert set(failed.fold_failures) == {one.key, two.key} and archive.faults == 1
+        assert [redis_conn.xlen(stream.key) for stream in (one, two, plain)] == [200, 200, 20]
+        assert archive.version == -1  # nothing committed, not even the table
+        archive.key = None
+        healed = driver.sweep()
+        assert healed.ok and dict(healed.removed_by) == {one.key: 180, two.key: 180, plain.key: 0}
+        for stream in (one, two):
+            assert_whole(redis_conn, stream, archive, appended[stream.key])
+
+    def test_one_commit_a_beat(self, redis_conn, tmp_path):
+        """However many archived streams a beat folds, it makes one commit (a W per stream in it)."""
+        streams = [fresh() for _ in range(5)]
+        archive = local(tmp_path)
+        appended = {stream.key: append(redis_conn, stream.key, 120) for stream in streams}
+        driver = RetentionDriver(redis_conn, [StreamPolicy(stream, MaxLen(20, approx=False), archive=True)
+                                              for stream in streams], archive=archive)
+        report = driver.sweep()
+        assert report.ok and set(report.folded_by.values()) == {100}
+        assert archive.version == 1  # the table's creation, then the beat's one commit
+        assert {len(commits_of(archive, stream)) for stream in streams} == {1}
+        for stream in streams:
+            assert report.watermarks[stream.key] == StreamId.parse(appended[stream.key][99])
+            assert_whole(redis_conn, stream, archive, appended[stream.key])
+
     def test_an_unavailable_store_is_waited_out_once_a_beat(self, redis_conn, tmp_path):
         """Once the store is unavailable, the archived streams after it fail at once with that error (each
         would wait out the store's retries again); plain streams are trimmed; the next beat tries them all."""
         first, second, plain = fresh(), fresh(), fresh()
-        archive = FaultyArchive(str(tmp_path / "down"), key=first.key, step="put_segment",
+        archive = FaultyArchive(str(tmp_path / "down"), key=first.key, step="put_file",
                                 fault=ArchiveUnavailable("the store could not be reached"))
         for stream in (first, second, plain):
             append(redis_conn, stream.key, 50)
@@ -323,7 +365,7 @@ class TestFailingFold:
         skipped = down.fold_failures[second.key]
         assert isinstance(skipped, ArchiveUnavailable) and skipped.__cause__ is down.fold_failures[first.key]
         assert str(skipped).startswith(f"not folded this beat: the archive was unavailable to {first.key}")
-        assert archive.manifest(second).number == 0 and redis_conn.xlen(second.key) == 50
+        assert archive.watermark(second) is None and redis_conn.xlen(second.key) == 50
         archive.key = None  # the store is back
         assert driver.sweep().removed_by == {plain.key: 0, first.key: 40, second.key: 40}
 
@@ -352,10 +394,10 @@ class Crash(Exception):
 
 class TestCrashBetweenFoldAndTrim:
     @pytest.mark.parametrize(("step", "after"), [
-        ("put_segment", True),    # a segment stored, its manifest not written
-        ("put_manifest", False),  # the segment stored, dead before its manifest
-        ("put_manifest", True),   # W advanced, the trim never sent
-    ], ids=["after-segment", "before-manifest", "after-manifest"])
+        ("put_file", True),    # a data file stored, its commit not written
+        ("commit", False),     # the file stored, dead before its commit
+        ("commit", True),      # W advanced, the trim never sent
+    ], ids=["after-file", "before-commit", "after-commit"])
     def test_a_beat_re_run_after_a_crash(self, redis_conn, tmp_path, step, after):
         """INV-IDEMPOTENT: a beat dies mid-fold; a restarted driver beats again: nothing lost, nothing twice."""
         stream, other = fresh(), fresh()
@@ -436,9 +478,9 @@ class TestAsyncTwin:
         threads: set[int] = set()
 
         class Watched(Archive):
-            def put_segment(self, stream, segment):
+            def put_file(self, stream, encoded):
                 threads.add(threading.get_ident())
-                return super().put_segment(stream, segment)
+                return super().put_file(stream, encoded)
 
         archive = Watched(str(tmp_path / "watched"))
         archived, plain = fresh(), fresh()
@@ -461,3 +503,41 @@ class TestAsyncTwin:
         assert dict(report.lengths) == {plain.key: 30, archived.key: 30}
         assert threads and loop_thread not in threads
         assert_whole(redis_conn, archived, archive, appended)
+
+
+class TestMaintenance:
+    """The driver maintains its archive on a cadence of its own, by its clock."""
+
+    def test_on_its_own_cadence(self, redis_conn, tmp_path):
+        """A beat maintains the archive once ``every`` has passed since the last time (the first: one period
+        after the driver's first beat): small files compacted, rows past max_age expired, the log kept."""
+        archive, stream = local(tmp_path), fresh()
+        start = datetime(2026, 9, 12, tzinfo=timezone.utc)
+        now = [start]
+        settings = MaintenanceSettings(every=timedelta(minutes=10), max_age=timedelta(days=1),
+                                       log_retention=timedelta(seconds=1), vacuum_retention=timedelta(seconds=1))
+        driver = RetentionDriver(redis_conn, [StreamPolicy(stream, MaxLen(0, approx=False), archive=True)],
+                                 archive=archive, maintenance=settings, clock=lambda: now[0])
+        appended: list[bytes] = []
+        maintained = []
+        for minute in range(0, 25, 5):
+            now[0] = start + timedelta(minutes=minute)
+            appended += append(redis_conn, stream.key, 10)
+            report = driver.sweep()
+            assert report.ok
+            maintained.append(report.maintenance is not None)
+        assert maintained == [False, False, True, False, True]  # at 10 and 20 minutes
+        assert len(archive.state(stream).files) == 1  # the 20-minute maintenance merged the small files
+        assert [entry_id for entry_id, _ in read(redis_conn, stream, archive)] == appended
+        now[0] = datetime.fromtimestamp(ms_of(appended[-1])[0] / 1000, timezone.utc) + timedelta(days=2)
+        report = driver.maintain()
+        assert report is not None and report.streams[0].expired == 50 and archive.state(stream).entries == 0
+
+    def test_defaults_and_refusals(self, redis_conn, tmp_path):
+        """An archived policy is maintained with the archive's defaults unless told otherwise; a maintenance
+        that is not MaintenanceSettings is refused; a plain policy has none."""
+        policy = [StreamPolicy(fresh(), MaxLen(10), archive=True)]
+        assert RetentionDriver(redis_conn, policy, archive=local(tmp_path)).maintenance == MaintenanceSettings()
+        with pytest.raises(InvalidPolicy, match="maintenance must be a retain.archive.MaintenanceSettings"):
+            RetentionDriver(redis_conn, policy, archive=local(tmp_path), maintenance={"every": "1h"})
+        assert RetentionDriver(redis_conn, [(fresh(), MaxLen(10))]).maintenance is None

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retain.archive import Archive, StreamId, fold
+from retain.archive import Archive, MaintenanceSettings, StreamId, fold, maintain
 from retain.errors import InvalidPolicy, InvalidWindow, WrongTypeError
 from retain.retention import RetentionDriver, StreamPolicy, StreamPreview, preview
 from retain.retention.dryrun import approx_removes_at_least
@@ -123,11 +123,29 @@ class TestArchivedPreview:
         policy = [StreamPolicy(RawKey("archived"), MaxLen(30, approx=False), archive=True)]
         redis_conn.config_resetstat()
         (row,) = preview(redis_conn, policy, now=datetime.now(UTC), archive=archive)
-        assert writes(redis_conn) == set() and archive.manifest(RawKey("archived")).number == 1
+        assert writes(redis_conn) == set() and archive.version == 1
         assert (row.archived, row.watermark, row.folds, row.length, row.outside, row.keeps) == (
             True, StreamId(*ids[29]), 40, 100, 70, 30)
         assert row.describe() == (f"archived  MAXLEN = 30  archived, W {ids[29][0]}-{ids[29][1]}  length 100  "
                                   "keeps 30  a fold now archives 40, then a trim removes 70")
+
+    def test_maintenance_previewed(self, redis_conn, tmp_path):
+        """With the maintenance settings, a row also says what maintenance would expire and compact now: what
+        maintenance then does; the preview writes nothing."""
+        archive = Archive(str(tmp_path / "kept"))
+        key = RawKey("aging")
+        ids = fill(redis_conn, "aging", [1] * 60)
+        for upto in (19, 39, 59):  # three files of 20 entries
+            fold(redis_conn, key, archive, "{}-{}".format(*ids[upto]))
+        settings = MaintenanceSettings(every=None, max_age=timedelta(milliseconds=100),
+                                       log_retention=timedelta(seconds=1), vacuum_retention=timedelta(seconds=1))
+        now = at_ms(ids[29][0] + 100)  # rows before the 30th are past max_age
+        policy = [StreamPolicy(key, MaxLen(60), archive=True)]
+        (row,) = preview(redis_conn, policy, now=now, archive=archive, maintenance=settings)
+        assert (row.expires, row.compacts) == (29, 2) and archive.version == 3
+        assert row.describe().endswith("; maintenance would expire 29 archived entries and compact 2 files")
+        done = maintain(archive, settings, now=now).streams[0]
+        assert (done.expired, done.compacted) == (row.expires, row.compacts)
 
     def test_needs_an_archive(self, redis_conn):
         """An archived entry with no archive is refused before any read."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from retain.archive import Archive
+from retain.archive import Archive, MaintenanceSettings
 from retain.errors import InvalidPolicy
 from retain.retention import ArchiveSettings, Policy, PolicyFile, StreamPolicy, load_policy, parse_policy
 from retain.streams import RawKey, StreamRef
@@ -134,7 +134,9 @@ class TestArchive:
         text = re.findall(r"```toml\n(.*?)```", DOCS.read_text(), re.S)[1]
         parsed = parse_policy(text, "retain.toml")
         assert parsed.archive == ArchiveSettings("s3://logs/retain", {"endpoint": "http://127.0.0.1:8333",
-                                                                      "region": "us-east-1"}, min_entries=1000)
+                                                                      "region": "us-east-1"}, min_entries=1000,
+                                                 maintain_every=timedelta(minutes=5), max_age=timedelta(days=400),
+                                                 max_age_by={"emq:{codemojex}:stream:activity": timedelta(days=90)})
         assert parsed.policy.entries == (
             StreamPolicy(StreamRef("codemojex", "activity"), MaxLen(10_000), archive=True),
             StreamPolicy(StreamRef("codemojex", "presence"), MaxAge("1h")),
@@ -190,6 +192,37 @@ class TestArchive:
             parse_policy(text, "p.toml")
         assert message in str(info.value)
         assert str(info.value).count("p.toml") == 1, "the location is said once"
+
+    def test_maintenance(self):
+        """[archive] says how the archive is maintained; a stream may set its own archive_max_age."""
+        parsed = parse_policy('[archive]\nurl = "/data"\nmaintain_every = "5m"\nmax_age = "400d"\n'
+                              'log_retention = "20m"\nvacuum_retention = "2m"\ntarget_file_entries = 50000\n'
+                              + ARCHIVED + 'archive_max_age = "30d"\n' + ONE.replace('"s"', '"t"'))
+        settings = parsed.maintenance()
+        assert (settings.every, settings.max_age, settings.log_retention, settings.vacuum_retention,
+                settings.target_file_entries) == (timedelta(minutes=5), timedelta(days=400), timedelta(minutes=20),
+                                                  timedelta(minutes=2), 50_000)
+        assert dict(settings.max_age_by) == {"emq:{q}:stream:s": timedelta(days=30)}
+        assert settings.max_age_of("emq:{q}:stream:t") == timedelta(days=400)
+        never = parse_policy('[archive]\nurl = "/data"\nmaintain_every = false\n' + ARCHIVED).maintenance()
+        assert never.every is None
+        assert parse_policy('archive = "/data"\n' + ARCHIVED).maintenance() == MaintenanceSettings()
+        assert parse_policy(ONE).maintenance() is None
+
+    @pytest.mark.parametrize(("text", "message"), [
+        ('[archive]\nurl = "/d"\nmax_age = "forever"\n' + ARCHIVED, "[archive]: field 'max_age': "),
+        ('[archive]\nurl = "/d"\nmaintain_every = true\n' + ARCHIVED, "[archive]: field 'maintain_every': "),
+        ('[archive]\nurl = "/d"\ntarget_file_entries = 0\n' + ARCHIVED,
+         "[archive]: field 'target_file_entries': must be a whole number >= 1 (got 0)"),
+        ('archive = "/d"\n' + ARCHIVED + ONE.replace('"s"', '"t"') + 'archive_max_age = "7d"\n',
+         "[[stream]] #2 (queue 'q', name 't'): field 'archive_max_age': applies to a stream with archive = true"),
+        ('archive = "/d"\n' + ARCHIVED + 'archive_max_age = 7\n', "field 'archive_max_age': "),
+    ])
+    def test_maintenance_refused(self, text, message):
+        """A maintenance setting that cannot hold is refused, naming the file, the table or entry and the field."""
+        with pytest.raises(InvalidPolicy) as info:
+            parse_policy(text, "p.toml")
+        assert message in str(info.value) and str(info.value).startswith("p.toml: ")
 
     @pytest.mark.parametrize(("url", "message"), [
         ("s3:///prefix", "an s3 URL names a bucket"),

@@ -1,11 +1,15 @@
-"""The archive: fold what a trim will drop into Parquet segments first, and read archive and live as one log.
+"""The archive: fold what a trim will drop into a Delta Lake table first, and read archive and live as one log.
 
-The parts: the object names (:mod:`~retain.archive.layout`), the manifest and
-its watermark W (:mod:`~retain.archive.manifest`), Parquet segments
-(:mod:`~retain.archive.segments`), the create-only store
-(:mod:`~retain.archive.store`), the pure plan of a fold-then-trim
-(:mod:`~retain.archive.plan`), the fold (:mod:`~retain.archive.fold`) and the
-merge-read (:mod:`~retain.archive.read`).
+The parts: where the store is (:mod:`~retain.archive.location`), the names of
+files and app transactions (:mod:`~retain.archive.layout`), the columns
+(:mod:`~retain.archive.columns`), the Parquet data files
+(:mod:`~retain.archive.files`), the table and its watermarks W
+(:mod:`~retain.archive.table`), the pure plan of a fold-then-trim
+(:mod:`~retain.archive.plan`), the fold (:mod:`~retain.archive.fold`), the
+merge-read (:mod:`~retain.archive.read`), maintenance and expiry
+(:mod:`~retain.archive.maintenance`), SQL over the table
+(:mod:`~retain.archive.query`) and the move from format 1
+(:mod:`~retain.archive.migrate`, reading :mod:`~retain.archive.legacy`).
 
 Imports: the vocabulary, and :mod:`retain.streams` for the key layout and the
 trim verb; never :mod:`retain.retention`, the layer above that drives it.
@@ -17,22 +21,38 @@ Example:
     ...     ...
 """
 
+from retain.archive.columns import FILE_SCHEMA, TABLE_SCHEMA
+from retain.archive.files import FORMAT_VERSION
 from retain.archive.fold import (
     FoldProgress,
     FoldResult,
+    FoldTrimOutcome,
     FoldTrimResult,
     fold,
     fold_boundary,
     fold_then_trim,
+    fold_then_trim_all,
 )
-from retain.archive.manifest import FORMAT_VERSION, Manifest, SegmentInfo
+from retain.archive.maintenance import (
+    MaintenanceReport,
+    MaintenanceSettings,
+    StreamMaintenance,
+    maintain,
+    plan_compaction,
+    plan_expiry,
+    preview_maintenance,
+)
+from retain.archive.migrate import MigrationReport, migrate
 from retain.archive.plan import FoldTrimPlan, plan_fold_trim, trim_past
-from retain.archive.read import read
-from retain.archive.store import Archive
+from retain.archive.query import query
+from retain.archive.read import read, read_arrow
+from retain.archive.table import Archive, ArchivedFile, StreamState
 from retain.errors import (
     ArchiveAccessDenied,
+    ArchiveConflict,
     ArchiveCorrupt,
     ArchiveError,
+    ArchiveNeedsMigration,
     ArchiveObjectExists,
     ArchiveObjectMissing,
     ArchiveUnavailable,
@@ -43,28 +63,45 @@ from retain.errors import (
 from retain.ids import StreamId
 
 __all__ = [
+    "FILE_SCHEMA",
     "FORMAT_VERSION",
+    "TABLE_SCHEMA",
     "Archive",
     "ArchiveAccessDenied",
+    "ArchiveConflict",
     "ArchiveCorrupt",
     "ArchiveError",
+    "ArchiveNeedsMigration",
     "ArchiveObjectExists",
     "ArchiveObjectMissing",
     "ArchiveUnavailable",
+    "ArchivedFile",
     "FoldProgress",
     "FoldResult",
+    "FoldTrimOutcome",
     "FoldTrimPlan",
     "FoldTrimResult",
     "InvalidArchive",
     "InvalidStreamId",
-    "Manifest",
-    "SegmentInfo",
+    "MaintenanceReport",
+    "MaintenanceSettings",
+    "MigrationReport",
     "StreamId",
+    "StreamMaintenance",
+    "StreamState",
     "UnarchivableEntry",
     "fold",
     "fold_boundary",
     "fold_then_trim",
+    "fold_then_trim_all",
+    "maintain",
+    "migrate",
+    "plan_compaction",
+    "plan_expiry",
     "plan_fold_trim",
+    "preview_maintenance",
+    "query",
     "read",
+    "read_arrow",
     "trim_past",
 ]

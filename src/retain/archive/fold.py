@@ -1,40 +1,43 @@
-"""Fold before trim: copy what a window will drop into the archive, then trim just past W.
+"""Fold before trim: copy what a window will drop into the table, then trim just past W.
 
-- :func:`fold` reads the entries after the watermark W up to a boundary, in
-  XRANGE chunks, writes them as segments and advances W by writing the next
-  manifest, create-only. A rival who wrote that manifest first wins the step;
-  the loser re-reads and continues from the new W (INV-FENCE).
+- :func:`fold` reads the entries of one stream after the watermark W up to a
+  boundary, in XRANGE chunks, writes them as data files and advances W with
+  a Delta commit per file (an app transaction per stream holds W). A rival
+  who committed W first wins the step; the loser re-reads and continues from
+  the new W (INV-FENCE).
 - :func:`fold_boundary` says the highest id a window will drop.
-- :func:`fold_then_trim` folds up to it, then trims just past W as
+- :func:`fold_then_trim` folds one stream up to it, then trims just past W as
   :func:`~retain.archive.plan.plan_fold_trim` plans, so a trim never removes an
   entry that is not already durable in the archive (INV-FOLD).
+- :func:`fold_then_trim_all` does that for many streams with **one** commit:
+  a driver's beat, whose archive cost then does not grow with the number of
+  archived streams times the commit latency.
 
-Every step is safe to crash after (INV-IDEMPOTENT): a segment without its
-manifest is invisible and is checked, not overwritten, when the re-run writes
-it again; a manifest without its trim leaves the entries live and archived, and
-the merge-read keeps only one copy; a trim is idempotent.
+Every step is safe to crash after (INV-IDEMPOTENT): a file without its commit
+is listed by no commit, so no reader sees it (vacuum removes it later); a
+commit without its trim leaves the entries live and archived, and the
+merge-read keeps only one copy; a trim is idempotent.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
-
-import redis.exceptions
+from typing import Any, TypeVar
 
 from retain import _fields
 from retain._fields import Where
 from retain._redis import translate_errors
-from retain.clock import utc_now
-from retain.ids import StreamId, upper_bound
-from retain.archive.manifest import Manifest
+from retain.archive._pipeline import Chunks, paused_gc, raw_reader
+from retain.archive.files import FileWriter
 from retain.archive.plan import plan_fold_trim
-from retain.archive.segments import SegmentWriter
-from retain.archive.store import Archive
-from retain.errors import ArchiveObjectExists, InvalidInput, InvalidWindow
+from retain.archive.table import Advance, Archive, ArchivedFile
+from retain.clock import utc_now
+from retain.errors import ArchiveConflict, ArchiveUnavailable, InvalidInput, InvalidWindow, RetainError
+from retain.ids import StreamId, upper_bound
 from retain.streams.keys import Stream, key_of
 from retain.streams.trim import check_limit, trim, xtrim_command
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId, Window, require_aware
@@ -42,30 +45,34 @@ from retain.windows import MaxAge, MaxLen, MinId, MinStreamId, Window, require_a
 __all__ = [
     "FoldProgress",
     "FoldResult",
+    "FoldTrimOutcome",
     "FoldTrimResult",
     "fold",
     "fold_boundary",
     "fold_then_trim",
+    "fold_then_trim_all",
 ]
 
 DEFAULT_COUNT = 1_000
 DEFAULT_SEGMENT_ENTRIES = 100_000
+#: commits a beat tries when rivals keep winning, before its streams count as failed this beat
+COMMIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
 class FoldResult:
-    """What one :func:`fold` call did: entries and segments it archived, and W after it."""
+    """What one fold did: entries and data files it archived, and W after it."""
 
     stream: str
-    #: entries this call archived (listed in manifests it wrote)
+    #: entries this call archived (in files its commits listed)
     entries: int
-    #: segments this call wrote and listed
-    segments: int
+    #: data files this call wrote and committed
+    files: int
     #: W after the call: the highest archived id, None if nothing is archived
     watermark: StreamId | None
-    #: the number of the current manifest
-    manifest: int
-    #: times a rival folder wrote the next manifest first, so this call re-read and went on
+    #: the table's version after the call (-1: no table yet)
+    version: int
+    #: times a rival folder committed W first, so this call re-read and went on
     races_lost: int = 0
     #: entries after W up to the boundary that this call read and left live: fewer than min_entries waited
     left: int = 0
@@ -75,16 +82,16 @@ class FoldResult:
 class FoldProgress:
     """One step of a fold, as passed to its ``progress`` callback.
 
-    ``kind`` is ``"read"`` (an XRANGE chunk was read), ``"segment"`` (a segment
-    is stored, not yet listed), ``"manifest"`` (the next manifest is written: W
-    advanced), ``"race"`` (a rival wrote it first) or ``"trim"`` (from
-    :func:`fold_then_trim`, just before its XTRIM).
+    ``kind`` is ``"read"`` (an XRANGE chunk was read), ``"file"`` (a data file
+    is stored, not yet committed), ``"commit"`` (the commit listing it is
+    written: W advanced), ``"race"`` (a rival committed W first) or ``"trim"``
+    (from :func:`fold_then_trim`, just before its XTRIM).
     """
 
     kind: str
     #: entries archived so far by this call
     entries: int
-    #: entries read into the segment being built, not yet archived
+    #: entries read into the file being built, not yet archived
     pending: int
     watermark: StreamId | None
 
@@ -102,26 +109,19 @@ class FoldTrimResult:
     removed: int
 
 
+@dataclass(frozen=True)
+class FoldTrimOutcome:
+    """One stream of :func:`fold_then_trim_all`: what it did, or the error it met and where."""
+
+    stream: str
+    result: FoldTrimResult | None = None
+    error: RetainError | None = None
+    #: True when ``error`` came from the trim, after the fold went through
+    trimming: bool = False
+
+
 Progress = Callable[[FoldProgress], None]
-
-
-def _as_sent(response: Any, **options: Any) -> Any:
-    return response
-
-
-def _reader(conn: Any) -> Any:
-    """The client a fold reads XRANGE chunks with.
-
-    redis-py turns each entry's flat ``[name, value, ...]`` list into a dict,
-    which a fold would only flatten again: a quarter of its time. A private
-    client on the same connection pool, with XRANGE replies left as the server
-    sent them, skips both. Other clients (a cluster) are used as they are.
-    """
-    if not isinstance(conn, redis.Redis):
-        return conn
-    reader = redis.Redis(connection_pool=conn.connection_pool)
-    reader.set_response_callback("XRANGE", _as_sent)
-    return reader
+T = TypeVar("T")
 
 
 def _check_sizes(count: object, segment_entries: object, min_entries: object) -> None:
@@ -138,6 +138,52 @@ def _last_id(conn: Any, key: str) -> StreamId | None:
     return StreamId.parse(newest[0][0]) if newest else None
 
 
+class _Workers:
+    """How a fold runs (see :mod:`retain.archive._pipeline`): the GC paused, the next XRANGE asked for ahead,
+    row groups encoded on a thread of their own, which starts with its first task (a small fold, one row
+    group, starts none)."""
+
+    prefetch = True
+
+    def __init__(self, stack: ExitStack) -> None:
+        stack.enter_context(paused_gc())
+        self.encoder: Executor | None = stack.enter_context(_Lazy("retain-fold-encode"))
+
+
+class _Lazy(Executor):
+    """A one-thread executor whose thread starts with its first task."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix=self.name)
+        return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait, cancel_futures=cancel_futures)
+
+
+def _read_file(conn: Any, key: str, low: StreamId, boundary: StreamId, *, count: int, limit: int,
+               workers: _Workers, tell: Callable[[int], None] | None = None) -> tuple[FileWriter, bool]:
+    """Read up to ``limit`` entries of ``low..boundary`` into a file; also say whether the range is exhausted."""
+    writer = FileWriter(key, encoder=workers.encoder)
+    chunks = Chunks(conn, key, low, boundary, count=count, limit=limit, prefetch=workers.prefetch)
+    try:
+        for chunk in chunks:
+            writer.add(chunk)
+            if tell is not None:
+                tell(writer.count)
+    except BaseException:
+        chunks.close()  # an answer asked for ahead is read off the connection before it goes back to the pool
+        writer.abandon()
+        raise
+    return writer, chunks.exhausted
+
+
 def fold(conn: Any, stream: Stream, archive: Archive, upto: str | datetime | StreamId | None = None, *,
          count: int = DEFAULT_COUNT, segment_entries: int = DEFAULT_SEGMENT_ENTRIES, min_entries: int = 1,
          progress: Progress | None = None) -> FoldResult:
@@ -146,101 +192,86 @@ def fold(conn: Any, stream: Stream, archive: Archive, upto: str | datetime | Str
     ``upto`` is a stream id, ``"<ms>"``, a timezone-aware datetime (the entries
     minted up to its millisecond) or None: the stream's last id when the call
     starts, so a fold ends however fast producers append. Entries are read
-    ``count`` at a time; each segment holds at most ``segment_entries``. When
-    fewer than ``min_entries`` entries are waiting, nothing is written: a fold
-    on every beat then does not leave a trail of tiny segments.
+    ``count`` at a time; each data file (and commit) holds at most
+    ``segment_entries``. When fewer than ``min_entries`` entries are waiting,
+    nothing is written: a fold on every beat then does not leave a trail of
+    tiny files.
 
     Raises:
         InvalidStreamName, InvalidStreamId, InvalidInput: before any I/O.
         WrongTypeError, ServerError, ServerUnavailable: from Redis.
-        ArchiveError: from the store; W is then where the last written manifest put it.
-        UnarchivableEntry: an entry the segment format cannot hold.
+        ArchiveError: from the store or the table; W is then where the last commit put it.
+        ArchiveNeedsMigration: a format-1 archive, before anything is read.
+        UnarchivableEntry: an entry the table's columns cannot hold.
 
     Example:
         >>> fold(conn, StreamRef("codemojex", "activity"), Archive("file:///var/lib/retain"))
-        FoldResult(stream='emq:{codemojex}:stream:activity', entries=52000, segments=1, ...)
+        FoldResult(stream='emq:{codemojex}:stream:activity', entries=52000, files=1, ...)
     """
     key = key_of(stream)
     boundary = upper_bound(upto) if upto is not None else None
     _check_sizes(count, segment_entries, min_entries)
+    archive.check_writable()
     if boundary is None:
         boundary = _last_id(conn, key)
-    state = archive.manifest(stream)
+    watermark = archive.watermark(stream)
     if boundary is None:
-        return FoldResult(key, 0, 0, state.watermark, state.number)
-    return _Folder(conn, stream, archive, boundary, count, segment_entries, progress).run(state, min_entries)
+        return FoldResult(key, 0, 0, watermark, archive.version)
+    return _Folder(conn, stream, archive, boundary, count, segment_entries, progress).run(watermark, min_entries)
 
 
 class _Folder:
-    """One fold call's loop: read a segment's worth, store it, write the next manifest."""
+    """One fold call's loop: read a file's worth, store it, commit it (W advances)."""
 
     def __init__(self, conn: Any, stream: Stream, archive: Archive, boundary: StreamId, count: int,
                  segment_entries: int, progress: Progress | None) -> None:
-        self.conn, self.stream, self.archive = _reader(conn), stream, archive
+        self.conn, self.stream, self.archive = raw_reader(conn), stream, archive
         self.key = key_of(stream)
         self.boundary, self.count, self.segment_entries = boundary, count, segment_entries
         self.progress = progress
-        self.writer_token = uuid.uuid4().hex
-        self.entries = self.segments = self.races = self.left = 0
+        self.entries = self.files = self.races = self.left = 0
 
-    def _tell(self, kind: str, state: Manifest, pending: int = 0) -> None:
+    def _tell(self, kind: str, watermark: StreamId | None, pending: int = 0) -> None:
         if self.progress is not None:
-            self.progress(FoldProgress(kind, self.entries, pending, state.watermark))
+            self.progress(FoldProgress(kind, self.entries, pending, watermark))
 
-    def _xrange(self, low: StreamId, count: int) -> list[Any]:
-        with translate_errors(self.key):
-            return self.conn.xrange(self.key, str(low), str(self.boundary), count=count)  # type: ignore[no-any-return]
+    def run(self, watermark: StreamId | None, min_entries: int) -> FoldResult:
+        with ExitStack() as stack:
+            workers = _Workers(stack)
+            while watermark is None or watermark < self.boundary:
+                low = watermark.successor() if watermark is not None else StreamId(0, 0)
 
-    def _read_segment(self, state: Manifest) -> tuple[SegmentWriter, bool]:
-        """Read up to a segment's worth after W; also say whether the range is exhausted."""
-        writer = SegmentWriter(self.key)
-        low = state.watermark.successor() if state.watermark is not None else StreamId(0, 0)
-        while writer.count < self.segment_entries:
-            asked = min(self.count, self.segment_entries - writer.count)
-            chunk = self._xrange(low, asked)
-            writer.add(chunk)
-            self._tell("read", state, writer.count)
-            if len(chunk) < asked:
-                return writer, True
-            last = StreamId.parse(chunk[-1][0])
-            if last >= self.boundary:
-                return writer, True
-            low = last.successor()
-        return writer, False
+                def read(pending: int, at: StreamId | None = watermark) -> None:
+                    self._tell("read", at, pending)
 
-    def run(self, state: Manifest, min_entries: int) -> FoldResult:
-        while state.watermark is None or state.watermark < self.boundary:
-            writer, exhausted = self._read_segment(state)
-            if writer.count == 0:
-                break
-            if exhausted and not self.segments and plan_fold_trim(
-                    self.boundary, state.watermark, writer.count, min_entries=min_entries).fold is None:
-                self.left = writer.count  # too few waiting: leave them for a later, larger segment
-                break
-            info = self.archive.put_segment(self.stream, writer.finish())
-            self._tell("segment", state, writer.count)
-            following = state.advance(info, self.writer_token)
-            try:
-                self.archive.put_manifest(following)
-            except ArchiveObjectExists:
-                # The fence: a rival owns this step of W. Take its state and go on from its W.
-                self.races += 1
-                state = self._after_race(following.number)
-                self._tell("race", state)
-                continue
-            state = following
-            self.entries += info.count
-            self.segments += 1
-            self._tell("manifest", state)
-            if exhausted:
-                break
-        return FoldResult(self.key, self.entries, self.segments, state.watermark, state.number, self.races,
+                writer, exhausted = _read_file(self.conn, self.key, low, self.boundary, count=self.count,
+                                               limit=self.segment_entries, workers=workers, tell=read)
+                if writer.count == 0:
+                    break
+                if exhausted and not self.files and plan_fold_trim(
+                        self.boundary, watermark, writer.count, min_entries=min_entries).fold is None:
+                    self.left = writer.count  # too few waiting: leave them for a later, larger file
+                    writer.abandon()
+                    break
+                encoded = writer.finish()
+                stored = self.archive.put_file(self.stream, encoded)
+                self._tell("file", watermark, writer.count)
+                try:
+                    self.archive.commit([Advance(self.key, watermark, encoded.last, (stored,))])
+                except ArchiveConflict:
+                    # The fence: a rival owns this step of W. Take its W and go on from it.
+                    self.races += 1
+                    watermark = self.archive.watermark(self.stream)
+                    self._tell("race", watermark)
+                    continue
+                watermark = encoded.last
+                self.entries += encoded.count
+                self.files += 1
+                self._tell("commit", watermark)
+                if exhausted:
+                    break
+        return FoldResult(self.key, self.entries, self.files, watermark, self.archive.version, self.races,
                           self.left)
-
-    def _after_race(self, taken: int) -> Manifest:
-        latest = self.archive.manifest(self.stream)
-        # A listing may lag behind the write that beat us; the manifest we lost to exists for sure.
-        return latest if latest.number >= taken else self.archive.manifest_at(self.stream, taken)
 
 
 def fold_boundary(conn: Any, stream: Stream, window: Window, now: datetime | None = None) -> StreamId | None:
@@ -301,8 +332,9 @@ def fold_then_trim(conn: Any, stream: Stream, archive: Archive, window: Window, 
         now = utc_now()  # the entry point that owns the clock when the caller passed none
     boundary = fold_boundary(conn, stream, window, now)
     if boundary is None:
-        state = archive.manifest(stream)
-        return FoldTrimResult(FoldResult(key_of(stream), 0, 0, state.watermark, state.number), None, None, 0)
+        archive.check_writable()
+        return FoldTrimResult(FoldResult(key_of(stream), 0, 0, archive.watermark(stream), archive.version),
+                              None, None, 0)
     folded = fold(conn, stream, archive, boundary, count=count, segment_entries=segment_entries,
                   min_entries=min_entries, progress=progress)
     # The fold has taken all it will this call (what it left is fewer than min_entries): the plan is now the trim.
@@ -312,3 +344,154 @@ def fold_then_trim(conn: Any, stream: Stream, archive: Archive, window: Window, 
     if progress is not None:
         progress(FoldProgress("trim", folded.entries, 0, folded.watermark))
     return FoldTrimResult(folded, boundary, plan.trim, trim(conn, stream, plan.trim, limit=limit))
+
+
+@dataclass
+class _Pending:
+    """One stream of a beat on its way to the commit."""
+
+    stream: Stream
+    key: str
+    window: Window
+    boundary: StreamId | None = None
+    #: W as the beat read it, and as it will be once the commit is in
+    before: StreamId | None = None
+    after: StreamId | None = None
+    files: list[ArchivedFile] = field(default_factory=list)
+    entries: int = 0
+    left: int = 0
+    races: int = 0
+    error: RetainError | None = None
+
+
+def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], archive: Archive,
+                       now: datetime | None = None, *, count: int = DEFAULT_COUNT,
+                       segment_entries: int = DEFAULT_SEGMENT_ENTRIES, min_entries: int = 1,
+                       limit: int | None = None) -> tuple[FoldTrimOutcome, ...]:
+    """Fold every stream of ``targets`` as :func:`fold_then_trim` would, in **one** commit, then trim each.
+
+    Each stream: its boundary, W (all from one snapshot), what waits between
+    them read into data files; then one commit advances every stream's W (one
+    app transaction pair per stream); then each stream is trimmed just past
+    its new W. A stream's error is its own: it is left out of the commit and
+    not trimmed (``FoldTrimOutcome.error``); once the store is unavailable the
+    streams after it fail at once with that error instead of each waiting out
+    the store's retries. A failed commit fails every stream it carried. When a
+    rival commits some of the same streams first, those are read again from
+    the rival's W and the commit is tried again (INV-FENCE).
+
+    Raises:
+        InvalidInput, InvalidWindow: a size, limit or window refused before any I/O.
+        ArchiveNeedsMigration: a format-1 archive.
+        anything that is not a RetainError (a bug, a crash) ends the call.
+    """
+    _check_sizes(count, segment_entries, min_entries)
+    check_limit(limit)
+    if now is None and any(isinstance(window, MaxAge) for _, window in targets):
+        now = utc_now()
+    for stream, window in targets:
+        xtrim_command(stream, window, now)  # every stream and window checked before any I/O
+    archive.check_writable()
+    pending = [_Pending(stream, key_of(stream), window) for stream, window in targets]
+    for item in pending:
+        try:
+            item.boundary = fold_boundary(conn, item.stream, item.window, now)
+        except RetainError as error:
+            item.error = error
+    reader = raw_reader(conn)
+    with ExitStack() as stack:
+        workers = _Workers(stack)
+        _, watermarks = archive.watermarks(item.stream for item in pending if item.error is None)
+        unavailable: ArchiveUnavailable | None = None
+        for item in pending:
+            if item.error is not None:
+                continue
+            item.before = item.after = watermarks[item.key]
+            if unavailable is not None:
+                item.error = unavailable
+                continue
+            _read_stream(reader, item, archive, count, segment_entries, min_entries, workers)
+            if isinstance(item.error, ArchiveUnavailable):
+                # The streams after this one would each wait out the store's retries again: they fail at once.
+                unavailable = ArchiveUnavailable(f"not folded this beat: the archive was unavailable to {item.key} "
+                                                 f"({item.error})")
+                unavailable.__cause__ = item.error
+        _commit(reader, pending, archive, count, segment_entries, min_entries, workers)
+    return tuple(_trimmed(conn, item, archive, min_entries, limit) for item in pending)
+
+
+def _read_stream(conn: Any, item: _Pending, archive: Archive, count: int, segment_entries: int, min_entries: int,
+                 workers: _Workers) -> None:
+    """Store what waits after ``item.before`` up to its boundary as files, as :func:`fold` would (one commit
+    for them all to come); a RetainError is the stream's (``item.error``)."""
+    item.files, item.entries, item.left, item.after = [], 0, 0, item.before
+    if item.boundary is None or (item.before is not None and item.before >= item.boundary):
+        return
+    low = item.before.successor() if item.before is not None else StreamId(0, 0)
+    try:
+        while True:
+            writer, exhausted = _read_file(conn, item.key, low, item.boundary, count=count, limit=segment_entries,
+                                           workers=workers)
+            if not writer.count:
+                return
+            if exhausted and not item.files and plan_fold_trim(
+                    item.boundary, item.before, writer.count, min_entries=min_entries).fold is None:
+                item.left = writer.count  # too few waiting: leave them for a later, larger file
+                writer.abandon()
+                return
+            encoded = writer.finish()
+            item.files.append(archive.put_file(item.stream, encoded))
+            item.entries += encoded.count
+            item.after = encoded.last
+            if exhausted:
+                return
+            low = encoded.last.successor()
+    except RetainError as error:
+        item.error = error
+
+
+def _commit(conn: Any, pending: list[_Pending], archive: Archive, count: int, segment_entries: int,
+            min_entries: int, workers: _Workers) -> None:
+    """Commit every stream's files and W at once; when a rival wins, re-read the streams it moved and retry."""
+    for attempt in range(COMMIT_ATTEMPTS):
+        moving = [item for item in pending if item.error is None and item.files]
+        if not moving:
+            return
+        changes = [Advance(item.key, item.before, item.after, tuple(item.files))  # type: ignore[arg-type]
+                   for item in moving]
+        try:
+            archive.commit(changes)
+            return
+        except ArchiveConflict as conflict:
+            if attempt == COMMIT_ATTEMPTS - 1:
+                for item in moving:
+                    item.error = conflict
+                return
+            _, watermarks = archive.watermarks(item.stream for item in moving)
+            for item in moving:
+                if watermarks[item.key] != item.before:
+                    # A rival folded this stream: its files stay unlisted; go on from the rival's W.
+                    item.races += 1
+                    item.before = watermarks[item.key]
+                    _read_stream(conn, item, archive, count, segment_entries, min_entries, workers)
+        except RetainError as error:
+            for item in moving:
+                item.error = error
+            return
+
+
+def _trimmed(conn: Any, item: _Pending, archive: Archive, min_entries: int, limit: int | None) -> FoldTrimOutcome:
+    if item.error is not None:
+        return FoldTrimOutcome(item.key, error=item.error)
+    folded = FoldResult(item.key, item.entries if item.files else 0, len(item.files), item.after, archive.version,
+                        item.races, item.left)
+    if item.boundary is None:
+        return FoldTrimOutcome(item.key, FoldTrimResult(folded, None, None, 0))
+    plan = plan_fold_trim(item.boundary, item.after, item.left, min_entries=min_entries, approx=item.window.approx)
+    if plan.trim is None:
+        return FoldTrimOutcome(item.key, FoldTrimResult(folded, item.boundary, None, 0))
+    try:
+        removed = trim(conn, item.stream, plan.trim, limit=limit)
+    except RetainError as error:
+        return FoldTrimOutcome(item.key, error=error, trimming=True)
+    return FoldTrimOutcome(item.key, FoldTrimResult(folded, item.boundary, plan.trim, removed))

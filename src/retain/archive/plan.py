@@ -5,17 +5,18 @@ Three facts decide it: the boundary (the highest id the window drops, see
 how many entries wait after W up to the boundary. :func:`plan_fold_trim` says:
 
 - what to fold: the entries after W up to the boundary; nothing when fewer
-  than ``min_entries`` wait (they stay live for a later, larger segment), when
+  than ``min_entries`` wait (they stay live for a later, larger file), when
   none wait, or when the window drops nothing;
 - where the trim goes: ``MINID`` just past min(W after the fold, boundary).
   Never past W, so only archived entries leave the stream (INV-FOLD); never
   past the boundary, so nothing inside the window goes even when W is ahead
   of it (INV-WINDOW). With nothing archived and nothing folded, no trim.
 
-:func:`~retain.archive.fold.fold_then_trim` (and through it the retention
-driver) and the dry run (:func:`retain.retention.preview`) both decide by it,
-and :func:`~retain.archive.fold.fold` makes its min-entries cut by it: the
-rules above are written here once.
+:func:`~retain.archive.fold.fold_then_trim`,
+:func:`~retain.archive.fold.fold_then_trim_all` (a retention driver's beat) and
+the dry run (:func:`retain.retention.preview`) decide by it, and
+:func:`~retain.archive.fold.fold` makes its min-entries cut by it: the rules
+above are written here once.
 
 Example:
     >>> plan = plan_fold_trim(StreamId(900, 0), StreamId(500, 0), waiting=380, min_entries=100)

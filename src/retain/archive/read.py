@@ -5,9 +5,17 @@ archive for ids up to W; it keeps the live ids above W. Why no entry falls
 between (docs/archive.md has the whole argument): a trim only ever removes ids
 at or below the W of its time, and W only grows. So an id above the W read
 *after* the live chunk was not trimmed *before* that chunk was read: it is in
-the chunk. An id at or below that W is in the archive, which only grows too.
-Reading W first instead would let a fold and trim run between the two reads
-and hide entries from both.
+the chunk. An id at or below that W is in the archive, which only grows too
+(until it expires). Reading W first instead would let a fold and trim run
+between the two reads and hide entries from both. W is read after every
+chunk, in constant time (:meth:`~retain.archive.Archive.watermark`).
+
+Two shapes, one merge:
+
+- :func:`read` yields ``(id, fields)`` as ``conn.xrange`` returns them;
+- :func:`read_arrow` yields Arrow record batches in the table's columns
+  (:data:`~retain.archive.columns.FILE_SCHEMA`): the archive's row groups as
+  they are decoded, each live chunk converted as a fold converts it.
 
 Example:
     >>> for entry_id, fields in read(conn, StreamRef("codemojex", "activity"), archive,
@@ -18,21 +26,35 @@ Example:
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from itertools import chain
-from typing import Any
+from typing import Any, TypeVar
+
+import pyarrow as pa
 
 from retain._redis import translate_errors
+from retain.archive.columns import Entry, Text, chunk_arrays, entries_of, entries_table
+from retain.archive._pipeline import raw_reader
+from retain.archive.table import Archive, ArchivedFile
+from retain.errors import ArchiveObjectMissing, InvalidInput
 from retain.ids import StreamId, lower_bound, upper_bound
-from retain.archive.segments import Entry, Text, read_entries
-from retain.archive.store import Archive
-from retain.errors import InvalidInput
 from retain.streams.keys import Stream, key_of
 
-__all__ = ["read"]
+__all__ = ["read", "read_arrow"]
 
 DEFAULT_COUNT = 1_000
+#: rows of the archive turned into Python entries at a time: a reader's first entry costs this many, not a row group
+ENTRY_BATCH = 2_048
+_LAST = StreamId(2**64 - 1, 2**64 - 1)
+T = TypeVar("T")
+
+
+def _bounds(start: Any, end: Any, count: Any) -> tuple[StreamId, StreamId]:
+    low, high = lower_bound(start), upper_bound(end)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise InvalidInput(f"count must be an int >= 1 (got {count!r})")
+    return low, high
 
 
 def read(conn: Any, stream: Stream, archive: Archive, start: str | datetime | StreamId | None = None,
@@ -43,11 +65,11 @@ def read(conn: Any, stream: Stream, archive: Archive, start: str | datetime | St
     timezone-aware datetimes (the ids minted in that millisecond are included);
     None reads from the first id or to the last. Entries come as ``(id,
     fields)`` shaped exactly as ``conn.xrange`` returns them (bytes, or str if
-    the connection decodes responses), whether from a segment or from Redis.
+    the connection decodes responses), whether from the table or from Redis.
     Entries appended while the read runs may or may not appear; none appears
     twice, and none appended before the read began is missed, however folds and
-    trims run underneath (INV-MERGE). Memory stays at one XRANGE chunk (``count``
-    entries) plus one segment row group.
+    trims run underneath (INV-MERGE); rows the archive expired are not read.
+    Memory stays at one XRANGE chunk (``count`` entries) plus one row group.
 
     Raises:
         InvalidStreamName, InvalidStreamId, InvalidInput: at the call, before any I/O.
@@ -58,11 +80,43 @@ def read(conn: Any, stream: Stream, archive: Archive, start: str | datetime | St
         [(b'1789171200000-0', {b'player': b'ada', ...}), (b'1789171200001-0', {...})]
     """
     key = key_of(stream)
-    low, high = lower_bound(start), upper_bound(end)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise InvalidInput(f"count must be an int >= 1 (got {count!r})")
+    low, high = _bounds(start, end, count)
+    text = _text_of(conn)
+
+    def archived(file: ArchivedFile, position: StreamId, top: StreamId) -> Iterator[tuple[StreamId, Iterable[Entry]]]:
+        for table in archive.tables(stream, file, position, top, batch_rows=ENTRY_BATCH):
+            yield _last_id(table), entries_of(table, text)
+
     # The merge yields runs of entries; chain flattens them at C speed, not one generator step an entry.
-    return chain.from_iterable(_merge(conn, stream, key, archive, low, high, count, _text_of(conn)))
+    return chain.from_iterable(_merge(conn, stream, key, archive, low, high, count, archived, _as_is))
+
+
+def read_arrow(conn: Any, stream: Stream, archive: Archive, start: str | datetime | StreamId | None = None,
+               end: str | datetime | StreamId | None = None, *, count: int = DEFAULT_COUNT) -> Iterator[pa.RecordBatch]:
+    """The entries :func:`read` yields, as Arrow record batches of :data:`~retain.archive.columns.FILE_SCHEMA`.
+
+    Same bounds, order and guarantees (INV-MERGE); each batch holds ids in
+    order, after the last batch's. Archived rows come as the files decode
+    them, a row group at a time; each live chunk is converted at once.
+
+    Example:
+        >>> table = pa.Table.from_batches(read_arrow(conn, feed, archive), schema=FILE_SCHEMA)
+    """
+    key = key_of(stream)
+    low, high = _bounds(start, end, count)
+
+    def archived(file: ArchivedFile, position: StreamId, top: StreamId) -> Iterator[tuple[StreamId, pa.RecordBatch]]:
+        for batch in archive.batches(stream, file, position, top):
+            yield _last_id(batch), batch
+
+    def live(chunk: list[Any]) -> pa.RecordBatch:
+        return entries_table([chunk_arrays(chunk)], key).combine_chunks().to_batches()[0]
+
+    return _merge(raw_reader(conn), stream, key, archive, low, high, count, archived, live)
+
+
+def _as_is(chunk: list[Any]) -> list[Any]:
+    return chunk
 
 
 def _text_of(conn: Any) -> Text:
@@ -73,22 +127,23 @@ def _text_of(conn: Any) -> Text:
     return None
 
 
-def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId, high: StreamId,
-           count: int, text: Text) -> Iterator[Iterable[Entry]]:
+def _last_id(rows: pa.Table | pa.RecordBatch) -> StreamId:
+    return StreamId(rows.column("ms")[-1].as_py(), rows.column("seq")[-1].as_py())
+
+
+Archived = Callable[[ArchivedFile, StreamId, StreamId], Iterable[tuple[StreamId, T]]]
+
+
+def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId, high: StreamId, count: int,
+           archived: Archived[T], live: Callable[[list[Any]], T]) -> Iterator[T]:
     position: StreamId | None = low  # the smallest id not yet yielded; None once past the largest id
     while position is not None and position <= high:
         with translate_errors(key):
             chunk = conn.xrange(key, str(position), str(high), count=count)  # 1. the live range
-        manifest = archive.manifest(stream)  # 2. then W
-        watermark = manifest.watermark
+        watermark = archive.watermark(stream)  # 2. then W
         if watermark is not None and watermark >= position:  # 3. then the archive, up to W
             top = min(watermark, high)
-            for segment in manifest.covering(position, top):
-                source = archive.open_segment(stream, segment)
-                try:
-                    yield from read_entries(source, position, top, text)
-                finally:
-                    source.close()
+            yield from _archived_part(archive, stream, position, top, archived)
             if top == high:
                 return
             position = top.successor()
@@ -96,7 +151,8 @@ def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId,
             first_kept = 0
             if StreamId.parse(chunk[0][0]) < position:  # keep only the live ids above W
                 first_kept = bisect_left(chunk, position, key=lambda entry: StreamId.parse(entry[0]))
-            yield chunk[first_kept:] if first_kept else chunk
+            if first_kept < len(chunk):
+                yield live(chunk[first_kept:] if first_kept else chunk)
             after_chunk = _successor(StreamId.parse(chunk[-1][0]))
             if after_chunk is None or (position is not None and after_chunk > position):
                 position = after_chunk
@@ -104,5 +160,31 @@ def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId,
             return  # the live range held nothing more when the chunk was read; the archive was read after
 
 
+def _archived_part(archive: Archive, stream: Stream, low: StreamId, top: StreamId,
+                   archived: Archived[T]) -> Iterator[T]:
+    """The archive's rows of ``low..top``, file after file as the latest snapshot lists them.
+
+    A file can go while a slow read still holds the list it came in: compacted
+    into another, or expired, then vacuumed. The read then lists the files
+    again and goes on after the last row it yielded (the compacted file holds
+    the rest; expired rows are gone). A file missing from a fresh list too is
+    an error (INV-NOSILENTGAP).
+    """
+    position = low
+    for attempt in (1, 2):
+        try:
+            for file in archive.files(stream, position, top):
+                for last, rows in archived(file, position, top):
+                    yield rows
+                    if last >= top:
+                        return
+                    position = last.successor()
+            return
+        except ArchiveObjectMissing:
+            if attempt == 2:
+                raise
+
+
 def _successor(entry_id: StreamId) -> StreamId | None:
-    return None if entry_id == StreamId(2**64 - 1, 2**64 - 1) else entry_id.successor()
+    return None if entry_id == _LAST else entry_id.successor()
+

@@ -1,7 +1,8 @@
-"""``retain archive``: fold a stream into the archive, read archive and live as one, list what is kept.
+"""``retain archive``: fold a stream into the archive's table, read archive and live as one, list what is
+kept, query it with SQL, maintain it, and migrate a format-1 archive.
 
-The archive's library (pyarrow, obstore) is imported by the commands that use
-it, so that every other ``retain`` command starts without it.
+The archive's library (pyarrow, deltalake, obstore) is imported by the commands
+that use it, so that every other ``retain`` command starts without it.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -76,13 +77,15 @@ def _bound(value: str | None, param_hint: str) -> str | datetime | None:
 
 @click.group("archive")
 def archive() -> None:
-    """Keep what trims remove: fold streams into Parquet segments, read them back with the live tail.
+    """Keep what trims remove: fold streams into a Delta Lake table, read it back with the live tail.
 
     \b
     Example:
         retain archive fold codemojex activity --archive /var/lib/retain/archive
         retain archive read codemojex activity --since 2026-09-12T08:00:00Z
         retain archive ls codemojex activity
+        retain archive query codemojex activity "SELECT count(*) FROM entries"
+        retain archive maintain --max-age 400d
     """
 
 
@@ -90,13 +93,14 @@ def archive() -> None:
 @_stream_options
 @click.option("--upto", help="Fold up to this stream id, <ms> or RFC 3339 time (default: the last entry now).")
 @click.option("--count", default=1000, show_default=True, help="Entries read per XRANGE.")
-@click.option("--segment-entries", default=100_000, show_default=True, help="Most entries in one segment.")
+@click.option("--segment-entries", default=100_000, show_default=True,
+              help="Most entries in one data file (and one commit).")
 @_archive_options
 @redis_url_option
 def fold_command(queue: str | None, name: str | None, raw_key: str | None, prefix: str, upto: str | None,
                  count: int, segment_entries: int, archive_url: str, s3_endpoint: str | None,
                  s3_region: str | None, url: str) -> None:
-    """Fold a stream's entries after the watermark W into the archive, and advance W.
+    """Fold a stream's entries after the watermark W into the archive's table, and advance W.
 
     Nothing is trimmed: `retain archive fold` only makes the entries durable.
     A long fold shows a progress bar on a terminal.
@@ -125,8 +129,8 @@ def fold_command(queue: str | None, name: str | None, raw_key: str | None, prefi
 
         result = fold(conn, stream, store, boundary, count=count, segment_entries=segment_entries,
                       progress=advance)
-    click.echo(f"folded {result.entries} entries into {result.segments} segments of {result.stream}; "
-               f"W = {result.watermark or 'none'} (manifest {result.manifest})")
+    click.echo(f"folded {result.entries} entries into {result.files} files of {result.stream}; "
+               f"W = {result.watermark or 'none'} (table version {result.version})")
 
 
 def _json_line(entry_id: bytes, fields: dict[bytes, bytes]) -> str:
@@ -174,7 +178,8 @@ def read_command(queue: str | None, name: str | None, raw_key: str | None, prefi
 @_archive_options
 def ls_command(queue: str | None, name: str | None, raw_key: str | None, prefix: str, archive_url: str,
                s3_endpoint: str | None, s3_region: str | None) -> None:
-    """List a stream's segments with W, entries and bytes; with no stream, every archived stream.
+    """List a stream's data files with W, entries, bytes and how far expiry reached; with no stream, every
+    archived stream, and the size of the table's log.
 
     \b
     Example:
@@ -183,23 +188,187 @@ def ls_command(queue: str | None, name: str | None, raw_key: str | None, prefix:
     """
     store = _open(archive_url, s3_endpoint, s3_region)
     console = Console()
+    kind = "table" if store.format == 2 else "format 1, read-only until `retain archive migrate`"
     if queue is None and name is None and raw_key is None:
-        table = Table(title=f"archive {store.url}")
-        for column in ("stream", "W", "manifest", "segments", "entries", "bytes"):
-            table.add_column(column, justify="left" if column in ("stream", "W") else "right")
+        table = Table(title=f"archive {store.url} ({kind}, version {store.version})")
+        for column in ("stream", "W", "files", "entries", "bytes", "expired before"):
+            table.add_column(column, justify="left" if column in ("stream", "W", "expired before") else "right",
+                             overflow="fold")
         for key in store.streams():
-            manifest = store.manifest(RawKey(key))
-            table.add_row(key, str(manifest.watermark or "none"), str(manifest.number), str(len(manifest.segments)),
-                          str(manifest.entries), str(manifest.size))
+            state = store.state(RawKey(key))
+            table.add_row(key, str(state.watermark or "none"), str(len(state.files)), str(state.entries),
+                          str(state.size), _expired(state.expired_before))
+        if store.format == 2:
+            objects, size = store.log_size()
+            table.caption = f"log: {objects} objects, {size} bytes"
         console.print(table)
         return
     stream = _stream(queue, name, raw_key, prefix)
-    manifest = store.manifest(stream)
-    table = Table(title=f"{stream.key} · W = {manifest.watermark or 'none'} · manifest {manifest.number}",
-                  caption=f"{len(manifest.segments)} segments, {manifest.entries} entries, {manifest.size} bytes")
-    for column in ("segment", "first", "last", "entries", "bytes"):
-        table.add_column(column, justify="right" if column in ("entries", "bytes") else "left",
-                         overflow="fold")
-    for segment in manifest.segments:
-        table.add_row(segment.name, str(segment.first), str(segment.last), str(segment.count), str(segment.size))
+    state = store.state(stream)
+    table = Table(title=f"{stream.key} · W = {state.watermark or 'none'} · {kind}, version {state.version}",
+                  caption=f"{len(state.files)} files, {state.entries} entries, {state.size} bytes; "
+                          f"expired before {_expired(state.expired_before)}")
+    for column in ("file", "first", "last", "entries", "bytes"):
+        table.add_column(column, justify="right" if column in ("entries", "bytes") else "left", overflow="fold")
+    for file in state.files:
+        table.add_row(file.path.rsplit("/", 1)[-1], str(file.first), str(file.last), str(file.count),
+                      str(file.size))
     console.print(table)
+
+
+def _expired(expired_before: int | None) -> str:
+    """Where expiry reached: the instant before which rows are gone, or "none"."""
+    if expired_before is None:
+        return "none"
+    from retain.clock import format_rfc3339
+
+    return format_rfc3339(datetime.fromtimestamp(expired_before / 1000, timezone.utc), timespec="milliseconds")
+
+
+@archive.command("query")
+@click.argument("words", nargs=-1, metavar="[QUEUE NAME] SQL")
+@click.option("--key", "raw_key", help="Address a stream by its literal key instead of QUEUE NAME.")
+@click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="Key prefix of the layout.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines, one a row, instead of a table.")
+@_archive_options
+def query_command(words: tuple[str, ...], raw_key: str | None, prefix: str, as_json: bool, archive_url: str,
+                  s3_endpoint: str | None, s3_region: str | None) -> None:
+    """Run SQL over the archive with DuckDB and print the rows.
+
+    The view ``entries`` is the stream's archived rows (columns id, ms, seq,
+    ts, fields, fields_binary); ``archive`` is every stream's, with a stream
+    column. Only archived rows are there, not the live tail. Needs DuckDB
+    (pip install 'retain[duckdb]').
+
+    \b
+    Example:
+        retain archive query codemojex activity "SELECT fields['player'] AS player, count(*) FROM entries GROUP BY 1"
+        retain archive query "SELECT stream, count(*), max(ts) FROM archive GROUP BY 1" --json
+    """
+    from retain.archive import query
+
+    if len(words) == 3 and raw_key is None:
+        stream: Stream | None = StreamRef(words[0], words[1], prefix)
+    elif len(words) == 1:
+        stream = RawKey(raw_key) if raw_key else None
+    else:
+        raise click.UsageError('give QUEUE NAME "SQL", --key KEY "SQL", or "SQL" alone (the archive view)')
+    store = _open(archive_url, s3_endpoint, s3_region)
+    result = query(store, words[-1], stream=stream)
+    rows = result.to_pylist()
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps({name: _json_value(value) for name, value in row.items()}, ensure_ascii=False))
+        return
+    table = Table(caption=f"{len(rows)} rows")
+    for column in result.column_names:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(_shown(value) for value in row.values()))
+    Console().print(table)
+
+
+def _json_value(value: Any) -> Any:
+    """A value of a query's row as JSON: text as it is, other bytes as {"base64": ...}, a map as an object."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(value).decode()}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, list):  # a map comes as a list of (key, value) pairs
+        if value and all(isinstance(pair, tuple) and len(pair) == 2 for pair in value):
+            return {str(name): _json_value(item) for name, item in value}
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {str(name): _json_value(item) for name, item in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, bytes, datetime)):
+        shown = _json_value(value)
+        return json.dumps(shown, ensure_ascii=False) if not isinstance(shown, str) else shown
+    return str(value)
+
+
+@archive.command("maintain")
+@click.option("--max-age", help="Expire rows older than this from every stream, e.g. 400d (default: none expire).")
+@click.option("--log-retention", default="5m", show_default=True,
+              help="Keep each commit in the log this long, then clean it up once checkpointed.")
+@click.option("--vacuum-retention", default="1m", show_default=True,
+              help="Delete a file compacted away or expired this long after (files never committed: after 1h).")
+@click.option("--target-file-entries", default=1_000_000, show_default=True, type=click.IntRange(min=1),
+              help="Compaction merges consecutive files into files of at most this many entries.")
+@click.option("--dry-run", is_flag=True, help="Say what would be expired, compacted and vacuumed; change nothing.")
+@_archive_options
+def maintain_command(max_age: str | None, log_retention: str, vacuum_retention: str, target_file_entries: int,
+                     dry_run: bool, archive_url: str, s3_endpoint: str | None, s3_region: str | None) -> None:
+    """Maintain the archive now: expire, compact, checkpoint, clean the log, vacuum.
+
+    The retention daemon does this on its own every maintain_every (the
+    policy file's [archive] settings); this is the same, by hand.
+
+    \b
+    Example:
+        retain archive maintain --archive /var/lib/retain/archive
+        retain archive maintain --max-age 400d --dry-run
+    """
+    from retain.archive import MaintenanceSettings, maintain
+    from retain.clock import utc_now
+
+    settings = MaintenanceSettings(every=None, max_age=_duration(max_age, "--max-age") if max_age else None,
+                                   log_retention=_duration(log_retention, "--log-retention"),
+                                   vacuum_retention=_duration(vacuum_retention, "--vacuum-retention"),
+                                   target_file_entries=target_file_entries)
+    store = _open(archive_url, s3_endpoint, s3_region)
+    report = maintain(store, settings, now=utc_now(), dry_run=dry_run)
+    click.echo(report.summary())
+    for stream in report.streams:
+        if stream.conflict is not None:
+            click.echo(f"{stream.stream}  left to another maintainer: {stream.conflict}")
+        elif stream.expired or stream.compacted:
+            would = "would have " if dry_run else ""
+            click.echo(f"{stream.stream}  {would}expired {stream.expired} entries ({stream.expired_files} whole "
+                       f"files), {would}compacted {stream.compacted} files into {stream.compacted_into}")
+
+
+def _duration(value: str, param_hint: str) -> timedelta:
+    from retain import durations
+    from retain.errors import InvalidDuration
+
+    try:
+        return durations.parse(value)
+    except InvalidDuration as exc:
+        raise click.BadParameter(str(exc), param_hint=param_hint) from exc
+
+
+@archive.command("migrate")
+@click.option("--file-entries", default=1_000_000, show_default=True, type=click.IntRange(min=1),
+              help="Most entries in one data file of the table.")
+@_archive_options
+def migrate_command(file_entries: int, archive_url: str, s3_endpoint: str | None, s3_region: str | None) -> None:
+    """Turn a format-1 archive (manifests and segments) into the table, checking every id once.
+
+    One commit moves every stream, or none. Stop the daemons that fold into
+    the archive first. Running it again changes nothing.
+
+    \b
+    Example:
+        retain archive migrate --archive /var/lib/retain/archive
+    """
+    from retain.archive import migrate
+
+    store = _open(archive_url, s3_endpoint, s3_region)
+    report = migrate(store, file_entries=file_entries)
+    for stream in report.streams:
+        done = "already in the table" if stream.skipped else f"{stream.files} files"
+        click.echo(f"{stream.stream}  {stream.entries} entries from {stream.segments} segments: {done}; "
+                   f"W = {stream.watermark or 'none'}")
+    click.echo(f"migrated {report.entries} entries of {len(report.streams)} streams, every id checked once "
+               f"(table version {report.version}), in {report.elapsed:.1f} s")

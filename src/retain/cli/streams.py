@@ -99,7 +99,8 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
 @click.option("--once", is_flag=True, help="Apply one beat and exit (for cron); exit status 1 if a stream failed.")
 @click.option("--dry-run", is_flag=True,
               help="Print per stream its length, what the window keeps and what a trim would remove now "
-                   "(for an archived stream, what a fold would archive first); fold and trim nothing.")
+                   "(for an archived stream, what a fold would archive first, and what the archive's "
+                   "maintenance would expire and compact); fold and trim nothing.")
 @click.option("--metrics-port", type=click.IntRange(1, 65535),
               help="Serve Prometheus metrics at http://ADDR:PORT/metrics while the daemon runs.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True,
@@ -155,13 +156,14 @@ def _client(url: str, cluster: bool) -> redis.Redis | redis.cluster.RedisCluster
 
 
 def _driver(conn: Any, policy_file: PolicyFile, archive: Archive | None, **options: Any) -> RetentionDriver:
-    return RetentionDriver(conn, policy_file.policy, archive=archive, fold_min_entries=policy_file.fold_min_entries,
-                           tick=policy_file.tick, **options)
+    return RetentionDriver(conn, policy_file.policy, archive=archive, maintenance=policy_file.maintenance(),
+                           fold_min_entries=policy_file.fold_min_entries, tick=policy_file.tick, **options)
 
 
 def _dry_run(conn: Any, policy_file: PolicyFile, archive: Archive | None) -> None:
     now = utc_now()
-    rows = preview(conn, policy_file.policy, now=now, archive=archive, fold_min_entries=policy_file.fold_min_entries)
+    rows = preview(conn, policy_file.policy, now=now, archive=archive, fold_min_entries=policy_file.fold_min_entries,
+                   maintenance=policy_file.maintenance())
     click.echo(f"dry run at {now.isoformat(timespec='seconds')}: nothing is folded or trimmed")
     for row in rows:
         click.echo(row.describe())

@@ -23,14 +23,20 @@ One beat is one :meth:`~RetentionDriver.sweep`:
    When the whole pipeline fails (the connection dropped), every stream of the
    beat reports :class:`~retain.errors.ServerUnavailable`. A sweep never raises
    for a stream's failure; the next beat re-applies the idempotent window;
-4. then each archived entry (``StreamPolicy(..., archive=True)``), one after
-   another, at the same ``now``: :func:`retain.archive.fold_then_trim` folds
-   everything its window drops into the driver's archive, then trims with
-   ``MINID`` just past the archive's watermark W, so a trim only ever removes
-   what is archived (INV-FOLD). If the fold fails, that stream is not trimmed
-   this beat: its error is the stream's failure (in ``failures`` and
-   ``fold_failures``), logged, and the beat goes on. Every step is safe to
-   re-run after a crash (INV-IDEMPOTENT): the next beat folds on from W.
+4. then the archived entries (``StreamPolicy(..., archive=True)``), all at the
+   same ``now``: :func:`retain.archive.fold_then_trim_all` folds everything each
+   window drops into the driver's archive in **one** Delta commit (one app
+   transaction pair per stream: a beat's archive cost does not grow with the
+   number of archived streams), then trims each with ``MINID`` just past its W,
+   so a trim only ever removes what is archived (INV-FOLD). If a stream's fold
+   fails, that stream is not trimmed this beat: its error is the stream's
+   failure (in ``failures`` and ``fold_failures``), logged, and the others go
+   on; a commit that fails fails the streams it carried. Every step is safe to
+   re-run after a crash (INV-IDEMPOTENT): the next beat folds on from W;
+5. every ``maintenance.every`` (5 minutes by default), the beat then maintains
+   the archive (:func:`retain.archive.maintain`: compaction, expiry, checkpoint,
+   log cleanup, vacuum), so that a fold costs the same in a year as today; its
+   report is the beat's ``maintenance``. That beat takes longer.
 
 Runners, opt-in and owner-started (importing retain starts nothing):
 
@@ -74,13 +80,21 @@ from retain._fields import Where
 from retain._redis import REDIS_ERRORS, as_retain_error
 from retain.beats import AsyncBeat, Beat, Cadence
 from retain.clock import utc_now
-from retain.errors import ArchiveUnavailable, InvalidPolicy, RetainError, ServerUnavailable
+from retain.errors import InvalidPolicy, RetainError, ServerUnavailable
 from retain.ids import StreamId
-from retain.retention.policy import UNLIMITED, Policy, PolicyEntry, TrimCall, checked_archive, decide
+from retain.retention.policy import (
+    UNLIMITED,
+    Policy,
+    PolicyEntry,
+    TrimCall,
+    checked_archive,
+    checked_maintenance,
+    decide,
+)
 
 if TYPE_CHECKING:
-    # Only for annotations: the archive (pyarrow, obstore) is loaded by a driver that archives.
-    from retain.archive import Archive, FoldProgress
+    # Only for annotations: the archive (pyarrow, deltalake) is loaded by a driver that archives.
+    from retain.archive import Archive, MaintenanceReport, MaintenanceSettings
 
 __all__ = ["AsyncRetentionDriver", "RetentionDriver", "SweepReport"]
 
@@ -128,6 +142,8 @@ class SweepReport:
     watermarks: Mapping[str, StreamId | None] = field(default_factory=_empty)
     #: archived stream key -> the error its fold met, so it was not trimmed this beat (also in ``failures``)
     fold_failures: Mapping[str, RetainError] = field(default_factory=_empty)
+    #: the archive's maintenance, on the beats it was due (compaction, expiry, checkpoint, log cleanup, vacuum)
+    maintenance: MaintenanceReport | None = None
 
     @property
     def folded(self) -> int:
@@ -170,27 +186,21 @@ class _ArchivedBeat:
     lengths: dict[str, int] = field(default_factory=dict)
     failures: dict[str, RetainError] = field(default_factory=dict)
     fold_failures: dict[str, RetainError] = field(default_factory=dict)
-
-
-class _TrimWatch:
-    """A fold progress hook that notes whether ``fold_then_trim`` got as far as its trim."""
-
-    trimming = False
-
-    def __call__(self, step: FoldProgress) -> None:
-        if step.kind == "trim":
-            self.trimming = True
+    maintenance: MaintenanceReport | None = None
 
 
 class _Driver:
     """What both twins share: the policy, the clock, the decision, reading answers, the beat's bookkeeping."""
 
     def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None,
-                 fold_min_entries: int, tick: float, clock: Callable[[], datetime], max_backoff: float,
-                 measure_lengths: bool, on_report: Callable[[SweepReport], None] | None) -> None:
+                 maintenance: MaintenanceSettings | None, fold_min_entries: int, tick: float,
+                 clock: Callable[[], datetime], max_backoff: float, measure_lengths: bool,
+                 on_report: Callable[[SweepReport], None] | None) -> None:
         self.conn = conn
         self.policy = Policy.of(policy)
         self.archive = checked_archive(self.policy, archive)
+        self.maintenance = checked_maintenance(self.policy, self.archive, maintenance)
+        self._maintained_at: datetime | None = None
         options = Where("", InvalidPolicy)
         self.fold_min_entries = _fields.whole_number(fold_min_entries, "fold_min_entries", options, minimum=1)
         self.tick = _fields.seconds(tick, "tick", options)
@@ -236,51 +246,79 @@ class _Driver:
         return [flag for one in fixed for flag in (one, True)] if self.measure_lengths else fixed
 
     def _fold_archived(self, conn: Any, now: datetime) -> _ArchivedBeat:
-        """Fold then trim each archived stream at ``now``, one after another; a stream's failure is its own.
+        """Fold every archived stream at ``now`` in one commit, then trim each past its W; then maintain if due.
 
-        Blocking (the asyncio twin runs it on a worker thread). A
-        :class:`~retain.errors.RetainError` is that stream's failure; anything
-        else is a bug, or a crash injected by a test, and ends the beat. Once
-        the archive is unavailable, the streams after it fail at once with that
-        error instead of each waiting out the store's retries again.
+        Blocking (the asyncio twin runs it on a worker thread). A stream's
+        :class:`~retain.errors.RetainError` is that stream's failure (see
+        :func:`retain.archive.fold_then_trim_all`); anything else is a bug, or
+        a crash injected by a test, and ends the beat.
         """
         beat = _ArchivedBeat()
         archive = self.archive
         if not self.policy.archived or archive is None:  # checked_archive gave one to a policy that archives
             return beat
-        # Lazy for start-up cost only: pyarrow and obstore load once a beat has an archived stream.
-        from retain.archive.fold import DEFAULT_SEGMENT_ENTRIES, fold_then_trim
+        # Lazy for start-up cost only: pyarrow and deltalake load once a beat has an archived stream.
+        from retain.archive.fold import DEFAULT_SEGMENT_ENTRIES, fold_then_trim_all
 
-        # A fold refuses min_entries above segment_entries: segments grow to hold a larger batch.
+        # A fold refuses min_entries above segment_entries: files grow to hold a larger batch.
         segment_entries = max(DEFAULT_SEGMENT_ENTRIES, self.fold_min_entries)
-        unavailable: ArchiveUnavailable | None = None
-        for entry in self.policy.archived:
-            key, watch = entry.key, _TrimWatch()
-            if unavailable is not None:
-                beat.failures[key] = beat.fold_failures[key] = unavailable
+        try:
+            outcomes = fold_then_trim_all(conn, [(entry.stream, entry.window) for entry in self.policy.archived],
+                                          archive, now, segment_entries=segment_entries,
+                                          min_entries=self.fold_min_entries, limit=UNLIMITED)
+        except RetainError as error:  # the archive refused the beat whole (a format-1 archive)
+            for entry in self.policy.archived:
+                beat.failures[entry.key] = beat.fold_failures[entry.key] = error
+            return beat
+        for outcome in outcomes:
+            key = outcome.stream
+            if outcome.error is not None:
+                beat.failures[key] = outcome.error
+                if not outcome.trimming:
+                    beat.fold_failures[key] = outcome.error
                 continue
-            try:
-                result = fold_then_trim(conn, entry.stream, archive, entry.window, now,
-                                        segment_entries=segment_entries, min_entries=self.fold_min_entries,
-                                        progress=watch, limit=UNLIMITED)
-            except RetainError as error:
-                beat.failures[key] = error
-                if not watch.trimming:
-                    beat.fold_failures[key] = error
-                    if isinstance(error, ArchiveUnavailable):
-                        unavailable = ArchiveUnavailable(f"not folded this beat: the archive was unavailable "
-                                                         f"to {key} ({error})")
-                        unavailable.__cause__ = error
-                continue
-            beat.folded_by[key] = result.fold.entries
-            beat.watermarks[key] = result.fold.watermark
-            beat.removed_by[key] = result.removed
+            assert outcome.result is not None
+            beat.folded_by[key] = outcome.result.fold.entries
+            beat.watermarks[key] = outcome.result.fold.watermark
+            beat.removed_by[key] = outcome.result.removed
             if self.measure_lengths:
                 try:
                     beat.lengths[key] = int(conn.xlen(key))
                 except REDIS_ERRORS:
                     pass  # as in the pipeline: a length that could not be read is left out
+        beat.maintenance = self._maintain_if_due(now)
         return beat
+
+    def _maintain_if_due(self, now: datetime) -> MaintenanceReport | None:
+        """Maintain the archive when :attr:`maintenance`'s ``every`` has passed since the last time (or the start)."""
+        settings = self.maintenance
+        if settings is None or settings.every is None:
+            return None
+        if self._maintained_at is None:
+            self._maintained_at = now  # the first maintenance comes one period after the driver's first beat
+            return None
+        if now - self._maintained_at < settings.every:
+            return None
+        self._maintained_at = now
+        try:
+            return self.maintain(now)
+        except RetainError as error:
+            log.warning("maintenance of the archive failed; it is tried again in %s: %s", settings.every, error)
+            return None
+
+    def maintain(self, now: datetime | None = None) -> MaintenanceReport | None:
+        """Maintain the driver's archive now (compaction, expiry, checkpoint, log cleanup, vacuum); None without one.
+
+        Raises:
+            ArchiveError: the store or the table failed.
+        """
+        if self.archive is None or self.maintenance is None:
+            return None
+        from retain.archive.maintenance import maintain
+
+        report = maintain(self.archive, self.maintenance, now=now if now is not None else self.clock())
+        log.info("%s", report.summary())
+        return report
 
     def _report(self, now: datetime, calls: Sequence[TrimCall], answers: Sequence[Any] | BaseException,
                 elapsed: float, archived: _ArchivedBeat | None = None) -> SweepReport:
@@ -311,7 +349,8 @@ class _Driver:
                              lengths=MappingProxyType(lengths), elapsed=elapsed,
                              folded_by=MappingProxyType(archived.folded_by),
                              watermarks=MappingProxyType(archived.watermarks),
-                             fold_failures=MappingProxyType(archived.fold_failures))
+                             fold_failures=MappingProxyType(archived.fold_failures),
+                             maintenance=archived.maintenance)
         _log_failures(report)
         return report
 
@@ -345,9 +384,12 @@ class RetentionDriver(_Driver):
             pairs and :class:`~retain.retention.policy.StreamPolicy` entries.
         archive: the :class:`retain.archive.Archive` that entries with ``archive=True``
             fold into before they are trimmed; required when the policy has such an entry.
+        maintenance: how the archive is maintained (:class:`retain.archive.MaintenanceSettings`;
+            None: its defaults): every ``maintenance.every`` a beat also compacts, expires,
+            checkpoints, cleans the log and vacuums (``every=None``: never by itself).
         fold_min_entries: with fewer entries than this waiting to be folded, a beat
             folds none of a stream (and trims only what is archived already), so
-            that a beat every second does not leave a trail of tiny segments.
+            that a beat every second does not leave a trail of tiny files.
         tick: seconds between the starts of two beats.
         clock: returns the current time as an aware datetime; age windows resolve against it.
         max_backoff: the longest wait between beats while the server is unreachable.
@@ -360,11 +402,13 @@ class RetentionDriver(_Driver):
     """
 
     def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None = None,
-                 fold_min_entries: int = 1, tick: float = DEFAULT_TICK, clock: Callable[[], datetime] = utc_now,
+                 maintenance: MaintenanceSettings | None = None, fold_min_entries: int = 1,
+                 tick: float = DEFAULT_TICK, clock: Callable[[], datetime] = utc_now,
                  max_backoff: float = DEFAULT_MAX_BACKOFF, measure_lengths: bool = False,
                  on_report: Callable[[SweepReport], None] | None = None) -> None:
-        super().__init__(conn, policy, archive=archive, fold_min_entries=fold_min_entries, tick=tick, clock=clock,
-                         max_backoff=max_backoff, measure_lengths=measure_lengths, on_report=on_report)
+        super().__init__(conn, policy, archive=archive, maintenance=maintenance, fold_min_entries=fold_min_entries,
+                         tick=tick, clock=clock, max_backoff=max_backoff, measure_lengths=measure_lengths,
+                         on_report=on_report)
         self._runner = self._cadence = Beat(lambda: self._observed(self.sweep()), tick=self.tick,
                                             max_backoff=self.max_backoff, name="retention-driver")
         # The wire form of every command that is the same each beat, packed once for this client.
@@ -501,11 +545,13 @@ class AsyncRetentionDriver(_Driver):
     """
 
     def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None = None,
-                 fold_conn: Any = None, fold_min_entries: int = 1, tick: float = DEFAULT_TICK,
-                 clock: Callable[[], datetime] = utc_now, max_backoff: float = DEFAULT_MAX_BACKOFF,
-                 measure_lengths: bool = False, on_report: Callable[[SweepReport], None] | None = None) -> None:
-        super().__init__(conn, policy, archive=archive, fold_min_entries=fold_min_entries, tick=tick, clock=clock,
-                         max_backoff=max_backoff, measure_lengths=measure_lengths, on_report=on_report)
+                 maintenance: MaintenanceSettings | None = None, fold_conn: Any = None, fold_min_entries: int = 1,
+                 tick: float = DEFAULT_TICK, clock: Callable[[], datetime] = utc_now,
+                 max_backoff: float = DEFAULT_MAX_BACKOFF, measure_lengths: bool = False,
+                 on_report: Callable[[SweepReport], None] | None = None) -> None:
+        super().__init__(conn, policy, archive=archive, maintenance=maintenance, fold_min_entries=fold_min_entries,
+                         tick=tick, clock=clock, max_backoff=max_backoff, measure_lengths=measure_lengths,
+                         on_report=on_report)
         if self.policy.archived and fold_conn is None:
             raise InvalidPolicy("an AsyncRetentionDriver folds archived streams on a worker thread with a "
                                 "synchronous client: pass fold_conn=redis.Redis(...) (or a RedisCluster) "

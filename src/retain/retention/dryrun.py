@@ -37,8 +37,8 @@ from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall,
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId
 
 if TYPE_CHECKING:
-    # Only for annotations: the archive (pyarrow, obstore) is loaded by a preview of an archived entry.
-    from retain.archive import Archive
+    # Only for annotations: the archive (pyarrow, deltalake) is loaded by a preview of an archived entry.
+    from retain.archive import Archive, MaintenanceSettings
 
 __all__ = ["StreamPreview", "approx_removes_at_least", "preview"]
 
@@ -68,6 +68,10 @@ class StreamPreview:
     watermark: StreamId | None = None
     #: entries a fold would archive now (archived entries)
     folds: int = 0
+    #: what the archive's maintenance would do to the stream now: entries it would expire, files it would
+    #: compact (archived entries, when the preview is given the maintenance settings)
+    expires: int = 0
+    compacts: int = 0
 
     @property
     def keeps(self) -> int:
@@ -86,7 +90,10 @@ class StreamPreview:
         else:
             removes = f"{self.at_least} to {self.outside} (whole nodes of at most {self.node_entries} entries)"
         what = f"a fold now archives {self.folds}, then a trim removes" if self.archived else "a trim now removes"
-        return f"{head}  length {self.length}  keeps {self.keeps}  {what} {removes}"
+        line = f"{head}  length {self.length}  keeps {self.keeps}  {what} {removes}"
+        if self.expires or self.compacts:
+            line += f"; maintenance would expire {self.expires} archived entries and compact {self.compacts} files"
+        return line
 
 
 def approx_removes_at_least(window: MaxLen | MinId | MinStreamId, outside: int, node_entries: int | None) -> int:
@@ -108,16 +115,17 @@ def approx_removes_at_least(window: MaxLen | MinId | MinStreamId, outside: int, 
 
 
 def preview(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: datetime, archive: Archive | None = None,
-            fold_min_entries: int = 1) -> tuple[StreamPreview, ...]:
+            fold_min_entries: int = 1, maintenance: MaintenanceSettings | None = None) -> tuple[StreamPreview, ...]:
     """Read, never write: what each stream's trim (an archived one's fold, then trim) in one beat at ``now`` would do.
 
     Reads ``XLEN`` per stream, pages through ``XRANGE`` below a MINID floor to
     count what lies there, and ``CONFIG GET stream-node-max-entries`` once (a
     server that refuses CONFIG gives a lower bound of 0 for ``~``). For an
     archived entry it also reads W from ``archive`` and counts the entries on
-    either side of it; ``fold_min_entries`` is the driver's. A stream whose
-    reads fail carries the error; the others are still previewed. Rows come in
-    policy order.
+    either side of it; ``fold_min_entries`` is the driver's; with
+    ``maintenance``, what the archive's maintenance would expire and compact
+    in the stream now. A stream whose reads fail carries the error; the others
+    are still previewed. Rows come in policy order.
 
     Raises:
         InvalidPolicy, InvalidWindow: a malformed policy or a naive ``now``, or an
@@ -133,7 +141,8 @@ def preview(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: datetime,
     rows = {call.key: _one(conn, call, node_entries) for call in calls}
     for entry, window in archived:
         assert archive is not None  # checked_archive refuses archived entries without one
-        rows[entry.key] = _one_archived(conn, entry, window, archive, node_entries, fold_min_entries)
+        rows[entry.key] = _one_archived(conn, entry, window, archive, node_entries, fold_min_entries, now,
+                                        maintenance)
     return tuple(rows[entry.key] for entry in policy.entries)
 
 
@@ -151,13 +160,13 @@ def _one(conn: Any, call: TrimCall, node_entries: int | None) -> StreamPreview:
 
 
 def _one_archived(conn: Any, entry: StreamPolicy, window: MaxLen | MinId, archive: Archive, node_entries: int | None,
-                  fold_min_entries: int) -> StreamPreview:
+                  fold_min_entries: int, now: datetime, maintenance: MaintenanceSettings | None) -> StreamPreview:
     """What ``fold_then_trim`` would do now: the plan it makes, from the same reads, with the entries counted."""
-    # Lazy for start-up cost only: pyarrow and obstore load when a policy has an archived entry.
-    from retain.archive import fold_boundary, plan_fold_trim
+    # Lazy for start-up cost only: pyarrow and deltalake load when a policy has an archived entry.
+    from retain.archive import fold_boundary, plan_fold_trim, preview_maintenance
 
     def figures() -> StreamPreview:
-        watermark = archive.manifest(entry.stream).watermark
+        watermark = archive.watermark(entry.stream)
         length = int(conn.xlen(entry.key))
         boundary = fold_boundary(conn, entry.stream, window)
         waiting = 0
@@ -174,8 +183,10 @@ def _one_archived(conn: Any, entry: StreamPolicy, window: MaxLen | MinId, archiv
         else:
             outside = _count(conn, entry.key, "-", f"({plan.trim.floor}")
         at_least = 0 if plan.trim is None else approx_removes_at_least(plan.trim, outside, node_entries)
+        upkeep = preview_maintenance(archive, entry.key, maintenance, now=now) if maintenance is not None else None
         return StreamPreview(entry.key, window, length, outside, at_least, node_entries, archived=True,
-                             watermark=watermark, folds=plan.folds)
+                             watermark=watermark, folds=plan.folds, expires=upkeep.expired if upkeep else 0,
+                             compacts=upkeep.compacted if upkeep else 0)
 
     return _read(entry.key, figures, lambda error: StreamPreview(entry.key, window, error=error, archived=True))
 

@@ -31,8 +31,8 @@ from retain.streams.trim import xtrim_command
 from retain.windows import MaxAge, MaxLen, MinId, Window, require_aware
 
 if TYPE_CHECKING:
-    # Only for annotations: the archive (pyarrow, obstore) is loaded when one is given.
-    from retain.archive import Archive
+    # Only for annotations: the archive (pyarrow, deltalake) is loaded when one is given.
+    from retain.archive import Archive, MaintenanceSettings
 
 __all__ = ["Policy", "PolicyEntry", "StreamPolicy", "TrimCall", "decide"]
 
@@ -151,6 +151,24 @@ def checked_archive(policy: Policy, archive: Any) -> Archive | None:
     if not isinstance(archive, Archive):
         raise InvalidPolicy(f"archive must be a retain.archive.Archive (got {archive!r})")
     return archive
+
+
+def checked_maintenance(policy: Policy, archive: Archive | None, maintenance: Any) -> MaintenanceSettings | None:
+    """How a driver maintains ``archive``: ``maintenance``, or the archive's defaults; None with no archive to fold to.
+
+    Raises:
+        InvalidPolicy: ``maintenance`` is not a :class:`retain.archive.MaintenanceSettings`.
+    """
+    if archive is None or not policy.archived:
+        return None
+    # Lazy for start-up cost only: a caller who passed an archive has loaded it already.
+    from retain.archive import MaintenanceSettings
+
+    if maintenance is None:
+        return MaintenanceSettings()
+    if not isinstance(maintenance, MaintenanceSettings):
+        raise InvalidPolicy(f"maintenance must be a retain.archive.MaintenanceSettings (got {maintenance!r})")
+    return maintenance
 
 
 def _entry(entry: object, number: int) -> StreamPolicy:

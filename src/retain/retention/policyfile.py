@@ -19,7 +19,11 @@
 
 The ``[archive]`` table form takes ``url`` and, for ``s3://``, ``endpoint``,
 ``region``, ``access_key_id``, ``secret_access_key``, ``session_token`` and
-``allow_http``; and ``min_entries`` (the driver's ``fold_min_entries``).
+``allow_http``; ``min_entries`` (the driver's ``fold_min_entries``); and the
+archive's maintenance: ``maintain_every`` (a duration, or false for never by
+itself), ``max_age`` (rows older than that expire), ``log_retention``,
+``vacuum_retention`` and ``target_file_entries``. A ``[[stream]]`` with
+``archive = true`` may set ``archive_max_age``, its own ``max_age``.
 
 Every field is checked before anything connects; a bad file is refused with
 :class:`~retain.errors.InvalidPolicy` naming the file, the ``[[stream]]`` entry
@@ -33,8 +37,8 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import date, datetime
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -48,19 +52,22 @@ from retain.retention.policy import Policy, StreamPolicy
 from retain.windows import MaxAge, MaxLen, MinId
 
 if TYPE_CHECKING:
-    # Only for annotations: the archive (pyarrow, obstore) is loaded by open_archive.
-    from retain.archive import Archive
+    # Only for annotations: the archive (pyarrow, deltalake) is loaded by open_archive.
+    from retain.archive import Archive, MaintenanceSettings
 
 __all__ = ["DEFAULT_TICK", "ArchiveSettings", "PolicyFile", "load_policy", "parse_policy"]
 
 DEFAULT_TICK = 1.0
 URL_SCHEMES = ("redis", "rediss", "unix")
 TOP_FIELDS = ("url", "cluster", "tick", "prefix", "archive", "stream")
-STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "approx", "archive")
+STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "approx", "archive",
+                 "archive_max_age")
 WINDOW_FIELDS = ("maxlen", "max_age", "min_id")
 #: the options of an s3:// archive a policy file may give (retain.archive.Archive takes them as they are)
 S3_FIELDS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "allow_http")
-ARCHIVE_FIELDS = ("url", *S3_FIELDS, "min_entries")
+#: the archive's maintenance (retain.archive.MaintenanceSettings takes them)
+MAINTENANCE_FIELDS = ("maintain_every", "max_age", "log_retention", "vacuum_retention", "target_file_entries")
+ARCHIVE_FIELDS = ("url", *S3_FIELDS, "min_entries", *MAINTENANCE_FIELDS)
 #: archive URL schemes a daemon may fold into: a path without a scheme is a local directory
 ARCHIVE_SCHEMES = ("", "file", "s3", "s3a")
 
@@ -77,6 +84,15 @@ class ArchiveSettings:
     options: Mapping[str, str | bool] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     #: the driver's ``fold_min_entries``
     min_entries: int = 1
+    #: how often the driver maintains the archive (None: never by itself)
+    maintain_every: timedelta | None = timedelta(minutes=5)
+    #: rows older than this expire from every archived stream (None: never)
+    max_age: timedelta | None = None
+    #: stream key -> its own max_age (``archive_max_age`` of a [[stream]])
+    max_age_by: Mapping[str, timedelta] = field(default_factory=lambda: MappingProxyType({}))
+    log_retention: timedelta = timedelta(minutes=5)
+    vacuum_retention: timedelta = timedelta(minutes=1)
+    target_file_entries: int = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -96,6 +112,27 @@ class PolicyFile:
     def fold_min_entries(self) -> int:
         """The driver's ``fold_min_entries``: the archive's ``min_entries``, else 1."""
         return self.archive.min_entries if self.archive is not None else 1
+
+    def maintenance(self) -> MaintenanceSettings | None:
+        """How the driver maintains the file's archive (:class:`retain.archive.MaintenanceSettings`); None without one.
+
+        Loads :mod:`retain.archive` only when the file names an archive.
+
+        Raises:
+            InvalidPolicy: settings that cannot hold together, naming the file.
+        """
+        if self.archive is None:
+            return None
+        from retain.archive import MaintenanceSettings
+
+        settings = self.archive
+        try:
+            return MaintenanceSettings(every=settings.maintain_every, target_file_entries=settings.target_file_entries,
+                                       log_retention=settings.log_retention,
+                                       vacuum_retention=settings.vacuum_retention, max_age=settings.max_age,
+                                       max_age_by=settings.max_age_by)
+        except InvalidArchive as exc:
+            raise InvalidPolicy(f"{self.source}: [archive]: {exc}") from exc
 
     def open_archive(self) -> Archive | None:
         """The file's archive, opened (a local directory is made if missing); None when it names none.
@@ -148,9 +185,15 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
     archive = _archive(document, where)
     entries: list[StreamPolicy] = []
     seen: dict[str, int] = {}
+    ages: dict[str, timedelta] = {}
     for number, table in enumerate(tables, start=1):
         here = where.entry("stream", number, _label(table))
         entry = _stream_entry(table, prefix, here)
+        if "archive_max_age" in table:
+            if not entry.archive:
+                raise InvalidPolicy(f"{here.field('archive_max_age')}: applies to a stream with archive = true: "
+                                    "it is how long the archive keeps its rows")
+            ages[entry.key] = _fields.duration(table["archive_max_age"], "archive_max_age", here)
         if entry.key in seen:
             raise InvalidPolicy(f"{here}: repeats the stream of [[stream]] #{seen[entry.key]}: one window per stream")
         if entry.archive and archive is None:
@@ -162,6 +205,8 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
         raise InvalidPolicy(f"{where.field('archive')}: no [[stream]] sets archive = true, so nothing would be "
                             "folded: set archive = true on each stream that must fold before its trim, "
                             "or remove the archive")
+    if archive is not None and ages:
+        archive = replace(archive, max_age_by=MappingProxyType(ages))
     return PolicyFile(source=source, policy=Policy(entries), tick=_tick(document, where),
                       url=_url(document, where), cluster=_fields.boolean(document, "cluster", where, default=False),
                       archive=archive)
@@ -220,7 +265,22 @@ def _archive(document: dict[str, Any], where: Where) -> ArchiveSettings | None:
             assert value is not None
             options[name] = value
     min_entries = _fields.whole_number(table.get("min_entries", 1), "min_entries", inner, minimum=1)
-    return ArchiveSettings(url, MappingProxyType(options), min_entries)
+    return ArchiveSettings(url, MappingProxyType(options), min_entries, **_maintenance(table, inner))
+
+
+def _maintenance(table: dict[str, Any], where: Where) -> dict[str, Any]:
+    """The [archive] table's maintenance fields, checked (their defaults where absent)."""
+    found: dict[str, Any] = {}
+    if "maintain_every" in table:
+        every = table["maintain_every"]
+        found["maintain_every"] = None if every is False else _fields.duration(every, "maintain_every", where)
+    for name in ("max_age", "log_retention", "vacuum_retention"):
+        if name in table:
+            found[name] = _fields.duration(table[name], name, where)
+    if "target_file_entries" in table:
+        found["target_file_entries"] = _fields.whole_number(table["target_file_entries"], "target_file_entries",
+                                                            where, minimum=1)
+    return found
 
 
 def _stream_entry(table: dict[str, Any], prefix: str, where: Where) -> StreamPolicy:

@@ -1,4 +1,4 @@
-"""retain.archive.manifest: the numbered manifest and its JSON (pure)."""
+"""retain.archive.legacy.manifest: format 1's numbered manifest and its JSON (pure)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from retain.ids import StreamId
-from retain.archive.manifest import FORMAT_VERSION, Manifest, SegmentInfo
+from retain.archive.legacy.manifest import FORMAT_VERSION, Manifest, SegmentInfo
 from retain.errors import ArchiveCorrupt
 
 

@@ -1,4 +1,4 @@
-"""The manifest: which segments hold a stream's archived past, and the watermark W (pure).
+"""Format 1 (read-only until migrated): the manifest, which segments hold a stream's past, and W (pure).
 
 A manifest is a JSON object, written once under its number and never changed::
 
