@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -26,13 +26,13 @@ from typing import Any
 from retain.clock import format_rfc3339, utc_now
 from retain.errors import Compacted, InvalidRequest, NotFound
 from retain.logd import history
-from retain.logd.draft import Draft
+from retain.logd.draft import Draft, check_node, record_key
 from retain.logd.ops import Delete, Op, parse_ops, parse_precondition
 from retain.logd.paths import ROOT, Path, check_key, parse
 from retain.logd.schema import Schema
 from retain.logd.settings import Settings
 from retain.logd.sqlite import SqliteBackend
-from retain.logd.storage import BASELINE, Backend, CommitRecord
+from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest
 from retain.logd.view import View, list_items, read_value
 from retain.wire import from_plain, to_plain
 
@@ -209,12 +209,56 @@ class Store:
             self.backend.write(record, draft.pending.values(), meta)
         if schema is not None:
             self.schema = schema
+        return self._published(record)
+
+    def _delete_items(self, session: Session, container: Path, items: Sequence[tuple[str, str]], test: ItemTest, *,
+                      author: str | None) -> Written | None:
+        """A retain batch: delete whole items ``(name, stamp read)`` of ``container`` as one commit, each under
+        its guard, checked by the backend in the statement that writes the tombstones. None, and nothing
+        written, when a guard failed: the item moved, or the container went, since the pass read it."""
+        when = self.clock().timestamp()
+        scope = session.scope_id
+        container_key = record_key(container)
+        try:
+            with self.backend.transaction():
+                head, last_time = self.backend.head()
+                row = View(self.backend, head, scope).row(container_key)
+                if row is None or row.kind == GONE or \
+                        self.backend.delete_items(scope, container_key, items, test, head, head + 1) != len(items):
+                    raise _GuardFailed  # rolls the transaction back: nothing of the batch is written
+                if any(rule.required or rule.min_items is not None for rule in self.schema.matching(container)):
+                    check_node(View(self.backend, head + 1, scope), self.schema, container)
+                texts = _item_texts(container, row.kind == KEYED, items)
+                # The delta's text is built once, in one join; its ops as objects only for a listener to read.
+                ops = tuple([{"delete": text} for text in texts]) if self._listeners else ()
+                record = CommitRecord(head + 1, max(when, last_time), author or session.author, scope, ops)
+                self.backend.write(record, (), delta='[{"delete":"' + '"},{"delete":"'.join(texts) + '"}]')
+        except _GuardFailed:
+            return None
+        return self._published(record)
+
+    def _published(self, record: CommitRecord) -> Written:
+        """Tell every listener of a durable commit."""
         for listener in self._listeners:
             try:
                 listener(record)
             except Exception:  # the commit is durable already; a listener's failure must not undo the answer
                 log.exception("logd: commit listener failed on commit %d", record.number)
         return Written(record.number)
+
+
+class _GuardFailed(Exception):
+    """A retain batch's guard did not hold (internal: it rolls the batch's transaction back)."""
+
+
+def _item_texts(container: Path, keyed: bool, items: Sequence[tuple[str, str]]) -> list[str]:
+    """The canonical path text of each item (``jobs.j1``, ``events(e1)``), without a Path per item.
+    Names are keys, so the texts need no JSON escaping either."""
+    prefix = str(container)
+    if keyed:
+        return [f"{prefix}({name})" for name, _ in items]
+    prefix = prefix + "." if prefix else ""
+    return [prefix + name for name, _ in items]
 
 
 class Session:
