@@ -64,7 +64,8 @@ def reference(session, rule, now):
     if location.depth < len(rule.container.segments) or location.row.kind == 0:
         return None
     own = leaves(location.row) if location.row.kind == MAP else {}
-    items = [(name, value) for name, value in iter_items(view, rule.path) if name not in own]
+    items = list(iter_items(view, rule.path))[len(own):]  # a map's leaves come first (a scope may hold a record
+    # of the same name as a leaf the baseline wrote later: both are items)
     return location.key, view, select(items, rule, now)
 
 

@@ -57,6 +57,9 @@ class CommitRecord:
     author: str
     scope: int
     ops: tuple[dict[str, Any], ...] | None
+    #: ``ops`` as JSON text, when the writer built it already (a retain batch, a bulk patch): the backend
+    #: stores it as given. The writer may then leave ``ops`` empty when no listener will read them.
+    delta: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +142,8 @@ class Backend(Reads, Protocol):
         """A snapshot to read from: every read through it sees the same commits. With :attr:`reads_apart` it
         is a connection of its own, used by one thread, while the writer goes on committing."""
 
-    def write(self, record: CommitRecord, rows: Iterable[Row], meta: dict[str, str] | None = None, *,
-              delta: str | None = None) -> None:
-        """Inside a transaction: append the commit, its row versions (rev = its number) and meta changes.
-        ``delta``, when given, is ``record.ops`` as JSON text already (a caller that built it once)."""
+    def write(self, record: CommitRecord, rows: Iterable[Row], meta: dict[str, str] | None = None) -> None:
+        """Inside a transaction: append the commit, its row versions (rev = its number) and meta changes."""
 
     def absent(self, scope: int, keys: Sequence[str], at: int) -> bool:
         """Whether no version of any record in the subtrees of ``keys`` exists at or before ``at``, in

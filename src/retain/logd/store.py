@@ -26,6 +26,7 @@ from typing import Any
 from retain.clock import format_rfc3339, utc_now
 from retain.errors import Compacted, InvalidRequest, NotFound
 from retain.logd import history
+from retain.logd.bulk import NewRecords, as_ops, new_records, plan_bulk
 from retain.logd.draft import Draft, check_node, record_key
 from retain.logd.ops import Delete, Op, parse_ops, parse_precondition
 from retain.logd.paths import ROOT, Path, check_key, parse
@@ -187,13 +188,28 @@ class Store:
 
     # -- used by sessions -------------------------------------------------------------------------
 
-    def _commit(self, session: Session, ops: Iterable[Op], precondition: tuple[tuple[Path, Any], ...] = (), *,
-                author: str | None, schema: Schema | None = None) -> Written:
+    def _commit(self, session: Session, ops: Iterable[Op] | NewRecords,
+                precondition: tuple[tuple[Path, Any], ...] = (), *, author: str | None,
+                schema: Schema | None = None, plain: bool = False) -> Written:
+        """One patch as one commit. With ``plain`` the ops are :data:`~retain.logd.bulk.NewRecords`: written as
+        rows when :func:`~retain.logd.bulk.plan_bulk` finds them new records, else parsed for the draft."""
         when = self.clock().timestamp()
         with self.backend.transaction():
             head, last_time = self.backend.head()
-            draft = Draft(View(self.backend, head, session.scope_id), schema or self.schema, head + 1)
-            ops = tuple(ops)
+            view = View(self.backend, head, session.scope_id)
+            if plain:
+                records: NewRecords = list(ops)  # type: ignore[arg-type]
+                bulk = plan_bulk(view, self.schema, records,
+                                 lambda keys: self.backend.absent(session.scope_id, keys, head),
+                                 applied=bool(self._listeners))
+                if bulk is not None:  # new records only: their rows as they are, the delta's text built once
+                    record = CommitRecord(head + 1, max(when, last_time), author or session.author,
+                                          session.scope_id, tuple(bulk.applied), bulk.delta)
+                    self.backend.write(record, bulk.rows)
+                    return self._published(record)
+                ops = as_ops(records)
+            draft = Draft(view, schema or self.schema, head + 1)
+            ops = tuple(ops)  # type: ignore[arg-type]
             draft.prefetch([path for path, _ in precondition] + [op.path for op in ops if isinstance(op, Delete)])
             draft.precondition(precondition, self.settings.read_budget)
             meta = None
@@ -231,8 +247,9 @@ class Store:
                 texts = _item_texts(container, row.kind == KEYED, items)
                 # The delta's text is built once, in one join; its ops as objects only for a listener to read.
                 ops = tuple([{"delete": text} for text in texts]) if self._listeners else ()
-                record = CommitRecord(head + 1, max(when, last_time), author or session.author, scope, ops)
-                self.backend.write(record, (), delta='[{"delete":"' + '"},{"delete":"'.join(texts) + '"}]')
+                record = CommitRecord(head + 1, max(when, last_time), author or session.author, scope, ops,
+                                      '[{"delete":"' + '"},{"delete":"'.join(texts) + '"}]')
+                self.backend.write(record, ())
         except _GuardFailed:
             return None
         return self._published(record)
@@ -282,8 +299,10 @@ class Session:
             NotFound: a delete or a position named nothing.
             InvalidRequest: an op, path or value that cannot mean what it says.
         """
-        parsed = parse_ops(list(ops))
-        return self.store._commit(self, parsed, parse_precondition(precondition), author=author)
+        ops = list(ops)
+        if precondition is None and (records := new_records(ops)) is not None:
+            return self.store._commit(self, records, author=author, plain=True)
+        return self.store._commit(self, parse_ops(ops), parse_precondition(precondition), author=author)
 
     def set_schema(self, document: Any, *, author: str | None = None) -> Written:
         """Replace the schema; it applies to every later write. The change is a commit."""
@@ -330,18 +349,25 @@ def delta_for(record: CommitRecord, prefix: Path) -> Delta | None:
     """The commit as a watcher of ``prefix`` sees it, or None when no op touches the prefix."""
     if record.ops is None:
         raise Compacted(f"the delta of commit {record.number} is compacted")
-    touching = tuple(op for op in record.ops if _touches(op, prefix))
+    above = str(prefix)
+    touching = tuple(op for op in record.ops if _touches(op, above))
     if not touching:
         return None
     return Delta(record.number, record.author, format_rfc3339(datetime.fromtimestamp(record.time, timezone.utc), timespec="microseconds"), touching)
 
 
-def _touches(op: dict[str, Any], prefix: Path) -> bool:
+def _touches(op: dict[str, Any], prefix: str) -> bool:
+    """Whether an op's place is at, above or below ``prefix``: compared as canonical path texts, so that a
+    watcher of a busy store parses no path a commit names."""
     text = op.get("set") or op.get("delete") or op.get("append")
     if text is None:
-        return not prefix.segments  # a schema change concerns a watcher of the whole tree only
-    place = parse(text)
-    return place.startswith(prefix) or prefix.startswith(place)
+        return not prefix  # a schema change concerns a watcher of the whole tree only
+    return _at_or_below(text, prefix) or _at_or_below(prefix, text)
+
+
+def _at_or_below(text: str, above: str) -> bool:
+    """Whether the place ``text`` is ``above`` or inside it (a segment of ``text`` begins where ``above`` ends)."""
+    return not above or text == above or (text.startswith(above) and text[len(above)] in ".([")
 
 
 def _read_path(path: str | Path) -> Path:

@@ -36,8 +36,13 @@ class Reader(Protocol):
     def rows(self, key: str, *, children: bool = False) -> Iterator[Row]: ...
 
 
+# One encoder made once: json.dumps with any argument set makes a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """A value's JSON as the store keeps it: compact, UTF-8 as it is, no NaN."""
+    return _ENCODER.encode(value)
 
 
 def leaves(row: Row) -> dict[str, Any]:
