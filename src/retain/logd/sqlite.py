@@ -153,25 +153,26 @@ def _selecting(test: ItemTest, scope: int, container: str, at: int, cutoff: date
                limit: int) -> tuple[str, dict[str, Any]] | None:
     """The selection statement over the container's keys from ``:lo`` to ``:hi`` (the caller binds them):
     one row of (records read, unreadable items, the expired items' names and marks, joined)."""
-    compiled = compile_test(test, scope, "item_key", "item_value")
-    if compiled is None:
+    stamp = compile_test(test, scope, "n.key", "n.value", prefix="s")  # over the newest version's row
+    compiled = compile_test(test, scope, "item_key", "item_value")  # over the item as the level above names it
+    if stamp is None or compiled is None:
         return None
-    # Each level is a subquery with a LIMIT, which SQLite does not flatten into the level above: the stamp and
-    # the class are computed once per record, however often the expressions above name them. A record beneath
-    # an item (SEP past the container's) counts against the limit but is no item. The mark a flat test's
-    # guard takes back is the version read; any other's, the stamp.
+    # The newest version of each record, its stamp computed once (an aggregate's other columns are computed as
+    # each group comes out). Each level is a subquery with a LIMIT, which SQLite does not flatten into the
+    # level above: the class too is computed once per record, however often the expressions above name it. A
+    # record beneath an item (SEP past the container's) counts against the limit but is no item. The mark a
+    # flat test's guard takes back is the version read; any other's, the stamp.
     mark = "version" if compiled.flat else "s"
     statement = (
         "SELECT count(*), total(class = 'u' AND instr(name, char(31)) = 0), group_concat(CASE WHEN "
         "class = 'x' AND instr(name, char(31)) = 0 THEN name || char(30) || mark END, char(30)) FROM ("
         "SELECT class, CASE WHEN class IS NOT NULL THEN substr(item_key, :cut) END AS name, mark FROM ("
         f"SELECT item_key, {mark} AS mark, {compiled.classify('s')} AS class FROM ("
-        f"SELECT item_key, item_value, version, {compiled.stamp} AS s FROM ("
-        f"SELECT key AS item_key, kind, value AS item_value, {_newest(scope)} AS version FROM nodes "
-        f"WHERE {_scopes(scope)} AND key >= :lo AND key < :hi AND rev <= :at GROUP BY key ORDER BY key"
-        ") WHERE kind <> 0 LIMIT :limit) LIMIT -1) LIMIT -1)")
-    return statement, {**compiled.params, **cutoff_params(cutoff), "at": at, "cut": len(container) + 2,
-                       "limit": limit}
+        f"SELECT n.key AS item_key, n.value AS item_value, {_newest(scope, 'n.')} AS version, "
+        f"{stamp.stamp} AS s FROM nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key >= :lo AND n.key < :hi "
+        "AND n.rev <= :at GROUP BY n.key HAVING n.kind <> 0 ORDER BY n.key LIMIT :limit) LIMIT -1) LIMIT -1)")
+    return statement, {**stamp.params, **compiled.params, **cutoff_params(cutoff), "at": at,
+                       "cut": len(container) + 2, "limit": limit}
 
 
 def _selected(answers: Sequence[tuple[int, float, str | None]]) -> Selected:
