@@ -8,7 +8,9 @@ unreadable count, and the same verdict of every guard after a writer came in bet
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,9 +21,10 @@ from retain.errors import LogdError, NotFound
 from retain.logd import Store
 from retain.logd.match import ABSENT, matches
 from retain.logd.retain_rules import cutoff, item_pattern, parse_retain, select
+from retain.logd import sqlite as sqlite_module
 from retain.logd.settings import Settings
 from retain.logd.sqlite_items import compile_test
-from retain.logd.storage import MAP, ItemTest
+from retain.logd.storage import MAP, ItemTest, Selected, Selection
 from retain.logd.view import iter_items, leaves, locate, read_value
 from retain.wire import LogdKey, Or, Raw
 from tests.strategies import odd_stamps, retain_scenes
@@ -56,9 +59,23 @@ def build(store: Store, scene: dict):
     return session
 
 
-def reference(session, rule, now):
-    """The pure selection over the container's record items (the SQL's share of the container), and the key
-    of the container record -- or None when there is no container record of the rule's kind."""
+@dataclass
+class Both:
+    """A rule over a scene's store, selected both ways: the pure select over the container's record items
+    (the SQL's share of the container) and the backend's SQL (None: the SQL refused the rule)."""
+
+    session: Any
+    rule: Any
+    key: str
+    view: Any
+    expected: Selection
+    selected: Selected | None
+
+
+def select_both(store: Store, scene: dict) -> Both | None:
+    """None when there is no container record of the rule's kind."""
+    session = build(store, scene)
+    rule = parse_retain({"what": [scene["rule"]]}).rules[0]
     view = session.view()
     location = locate(view, rule.container)
     if location.depth < len(rule.container.segments) or location.row.kind == 0:
@@ -66,7 +83,10 @@ def reference(session, rule, now):
     own = leaves(location.row) if location.row.kind == MAP else {}
     items = list(iter_items(view, rule.path))[len(own):]  # a map's leaves come first (a scope may hold a record
     # of the same name as a leaf the baseline wrote later: both are items)
-    return location.key, view, select(items, rule, now)
+    with store.backend.reading() as reader:
+        selected = reader.select_items(session.scope_id, location.key, view.at, rule.test, cutoff(NOW, rule.after),
+                                       BIG)
+    return Both(session, rule, location.key, view, select(items, rule, NOW), selected)
 
 
 def unsupported(match) -> bool:
@@ -87,21 +107,16 @@ def test_sql_selects_what_select_selects(tmp_path_factory, scene):
     """Over the same container, in the baseline or a scope, the SQL selects the items the pure select does,
     in the same order, with the same unreadable count (and, where the guard takes stamps, the same stamps)."""
     with Store.open(str(tmp_path_factory.mktemp("sel") / "s.sqlite3"), settings=Settings(synchronous="off")) as store:
-        session = build(store, scene)
-        rule = parse_retain({"what": [scene["rule"]]}).rules[0]
-        found = reference(session, rule, NOW)
-        if found is None:
+        both = select_both(store, scene)
+        if both is None:
             return
-        key, view, expected = found
-        with store.backend.reading() as reader:
-            selected = reader.select_items(session.scope_id, key, view.at, rule.test, cutoff(NOW, rule.after), BIG)
-        if selected is None:
-            assert unsupported(rule.match), f"the SQL refused {rule.match!r}"
+        if both.selected is None:
+            assert unsupported(both.rule.match), f"the SQL refused {both.rule.match!r}"
             return
-        got = selected.selection
+        got, expected = both.selected.selection, both.expected
         assert [name for name, _ in got.expired] == [name for name, _ in expected.expired]
         assert got.unreadable == expected.unreadable
-        if not compile_test(rule.test, session.scope_id, "k", "v").flat:
+        if not compile_test(both.rule.test, both.session.scope_id, "k", "v").flat:
             assert got.expired == expected.expired  # the marks are the stamps read
 
 
@@ -131,17 +146,11 @@ def test_guard_agrees_with_the_precondition(tmp_path_factory, scene, races, data
     """After writers touched the selected items, each item's guard in SQL holds exactly when the
     precondition the general path asserts (the match, with the stamp read) holds of it."""
     with Store.open(str(tmp_path_factory.mktemp("guard") / "g.sqlite3"), settings=Settings(synchronous="off")) as store:
-        session = build(store, scene)
-        rule = parse_retain({"what": [scene["rule"]]}).rules[0]
-        found = reference(session, rule, NOW)
-        if found is None:
+        both = select_both(store, scene)
+        if both is None or both.selected is None or not both.selected.selection.expired:
             return
-        key, view, expected = found
-        with store.backend.reading() as reader:
-            selected = reader.select_items(session.scope_id, key, view.at, rule.test, cutoff(NOW, rule.after), BIG)
-        if selected is None or not selected.selection.expired:
-            return
-        stamps = dict(expected.expired)
+        session, rule, key, view, selected = both.session, both.rule, both.key, both.view, both.selected
+        stamps = dict(both.expected.expired)
         for (name, _), kind in zip(selected.selection.expired, races):
             race(session, str(rule.item(name)), read_value(view, rule.item(name)), kind,
                  data.draw(odd_stamps(NOW), label="stamp"))
@@ -194,3 +203,22 @@ def test_odd_stamps(store, stamp):
     assert selected is not None
     assert selected.selection.unreadable == (instant is None)
     assert bool(selected.selection.expired) == (instant is not None and instant <= before)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scene=retain_scenes(NOW), page=st.integers(1, 4), limit=st.sampled_from([3, 7, BIG]))
+def test_pages_change_no_answer(tmp_path_factory, monkeypatch, scene, page, limit):
+    """Read page by page (a page of a few records), a selection is the one read at once, and the records it
+    counts against a limit are the same."""
+    with Store.open(str(tmp_path_factory.mktemp("pages") / "p.sqlite3"), settings=Settings(synchronous="off")) as store:
+        both = select_both(store, scene)
+        if both is None or both.selected is None:
+            return
+        args = (both.session.scope_id, both.key, both.view.at, both.rule.test, cutoff(NOW, both.rule.after), limit)
+        with store.backend.reading() as reader:
+            whole = reader.select_items(*args)
+        monkeypatch.setattr(sqlite_module, "_PAGE", page)
+        with store.backend.reading() as reader:
+            paged = reader.select_items(*args)
+    assert paged == whole
+    assert whole.records == min(limit, both.selected.records)

@@ -157,28 +157,25 @@ def run_retain(session: Session, request: RetainRequest | Mapping[str, Any], *,
 
 def drive(steps: Generator[Step, Any, _T]) -> _T:
     """Run the steps in place, in order, each one's value (or error) sent back in; the generator's return value."""
-    value: Any = None
-    error: Exception | None = None
-    while True:
-        step = _next(steps, value, error)
-        if isinstance(step, _Done):
-            return step.value
-        value, error = _ran(step.run)
+    driving = _Driving(steps)
+    while not isinstance(step := driving.next(), _Done):
+        try:
+            driving.took(step.run())
+        except Exception as exc:  # back into the steps, which say what had run before it
+            driving.failed(exc)
+    return step.value
 
 
 async def drive_async(steps: Generator[Step, Any, _T], run: Callable[[Step], Awaitable[Any]]) -> _T:
     """:func:`drive`'s twin for a server: ``run(step)`` runs each step where it belongs (reads beside the
     writer, writes on it) while the event loop goes on."""
-    value: Any = None
-    error: Exception | None = None
-    while True:
-        step = _next(steps, value, error)
-        if isinstance(step, _Done):
-            return step.value
+    driving = _Driving(steps)
+    while not isinstance(step := driving.next(), _Done):
         try:
-            value, error = await run(step), None
-        except Exception as exc:  # back into the steps, which say what had run before it
-            value, error = None, exc
+            driving.took(await run(step))
+        except Exception as exc:
+            driving.failed(exc)
+    return step.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,19 +183,26 @@ class _Done(Generic[_T]):
     value: _T
 
 
-def _next(steps: Generator[Step, Any, _T], value: Any, error: Exception | None) -> Step | _Done[_T]:
-    """The next step, given what the last one gave (or raised); :class:`_Done` with the return value at the end."""
-    try:
-        return steps.send(value) if error is None else steps.throw(error)
-    except StopIteration as stop:
-        return _Done(stop.value)
+class _Driving(Generic[_T]):
+    """Where a driver is in the steps: what the last step gave (or raised) goes back in for the next."""
 
+    def __init__(self, steps: Generator[Step, Any, _T]) -> None:
+        self.steps: Generator[Step, Any, _T] = steps
+        self.value: Any = None
+        self.error: Exception | None = None
 
-def _ran(run: Callable[[], Any]) -> tuple[Any, Exception | None]:
-    try:
-        return run(), None
-    except Exception as exc:  # back into the steps, which say what had run before it
-        return None, exc
+    def next(self) -> Step | _Done[_T]:
+        """The next step; :class:`_Done` with the generator's return value after the last."""
+        try:
+            return self.steps.send(self.value) if self.error is None else self.steps.throw(self.error)
+        except StopIteration as stop:
+            return _Done(stop.value)
+
+    def took(self, value: Any) -> None:
+        self.value, self.error = value, None
+
+    def failed(self, error: Exception) -> None:
+        self.value, self.error = None, error
 
 
 def retain_pass(session: Session, request: RetainRequest | Mapping[str, Any], *,

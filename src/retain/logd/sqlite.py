@@ -8,7 +8,11 @@ is one index range scan, at the current commit and at an older one alike.
 
 Each commit is one ``BEGIN IMMEDIATE`` transaction: a process killed in the middle
 leaves the previous commit whole and nothing of the new one. ``secure_delete`` is
-on so that versions compaction removes do not linger in free pages.
+on so that versions compaction removes do not linger in free pages. No commit copies
+the WAL back into the database (``wal_autocheckpoint`` is off on the writer's
+connection): a thread with a connection of its own checkpoints after commits, at most
+every ``_CHECKPOINT_PAUSE`` seconds, without blocking the writer -- so the WAL that piles
+up while a long read holds a snapshot is never copied inside some client's commit.
 ``sqlite3.Error`` never escapes: it becomes :class:`~retain.errors.StorageError`.
 
 A retain rule's selection is one statement over the container's item records
@@ -22,7 +26,9 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -35,11 +41,15 @@ from retain.logd.storage import SEP, CommitRecord, ItemTest, Row, ScopeRecord, S
 
 __all__ = ["SYNCHRONOUS", "SqliteBackend"]
 
+log = logging.getLogger(__name__)
+
 SYNCHRONOUS = ("off", "normal", "full", "extra")
 _T = TypeVar("_T")
 _AFTER_SEP = chr(ord(SEP) + 1)  # above SEP, below every key character: key + _AFTER_SEP ends key's subtree
 _SCOPED = 1 << 48  # added to a scope's revs so that max() prefers a scope's version to the baseline's
 _STATEMENTS = 64  # guarded-delete statements kept, by test and scope
+_PAGE = 32768  # records one selection statement reads at most: a page's answer is quick to turn into Python
+_CHECKPOINT_PAUSE = 0.05  # seconds between two checkpoints at least (each one syncs the file)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -141,18 +151,38 @@ class _Reads:
     @_translated
     def select_items(self, scope: int, container: str, at: int, test: ItemTest, cutoff: datetime | None,
                      limit: int) -> Selected | None:
-        selecting = _selecting(test, scope, container, at, cutoff, limit)
+        selecting = _selecting(test, scope, container, at, cutoff)
         if selecting is None:
             return None
         statement, params = selecting
-        return _selected([self._db.execute(statement, params | {"lo": container + SEP,
-                                                                 "hi": container + _AFTER_SEP}).fetchone()])
+        # Page by page (each starting past the last record the one before read), inside the one read
+        # transaction: a page's answer is short to turn into Python, so a long read never holds the GIL long
+        # enough to keep a server's writer waiting.
+        expired: list[tuple[str, str]] = []
+        unreadable = records = 0
+        after, end = container + SEP, container + _AFTER_SEP
+        while records < limit:
+            page = min(_PAGE, limit - records)
+            read, unread, joined, last = self._db.execute(statement, params | {"after": after, "end": end,
+                                                                                 "page": page}).fetchone()
+            records, unreadable = records + read, unreadable + int(unread)
+            if joined:
+                parts = joined.split("\x1e")
+                pairs = list(zip(parts[0::2], parts[1::2]))
+                if parts[0::2] != sorted(parts[0::2]):
+                    pairs.sort()  # the scan is in key order, and the batches go in key order
+                expired += pairs
+            if read < page:
+                break
+            after = last
+        return Selected(Selection(tuple(expired), unreadable), records)
 
 
-def _selecting(test: ItemTest, scope: int, container: str, at: int, cutoff: datetime | None,
-               limit: int) -> tuple[str, dict[str, Any]] | None:
-    """The selection statement over the container's keys from ``:lo`` to ``:hi`` (the caller binds them):
-    one row of (records read, unreadable items, the expired items' names and marks, joined)."""
+def _selecting(test: ItemTest, scope: int, container: str, at: int,
+               cutoff: datetime | None) -> tuple[str, dict[str, Any]] | None:
+    """The selection statement over at most ``:page`` records of the container past the key ``:after``
+    (before ``:end``): one row of (records read, unreadable items, the expired items' names and marks
+    joined, the last record's key)."""
     stamp = compile_test(test, scope, "n.key", "n.value", prefix="s")  # over the newest version's row
     compiled = compile_test(test, scope, "item_key", "item_value")  # over the item as the level above names it
     if stamp is None or compiled is None:
@@ -165,25 +195,14 @@ def _selecting(test: ItemTest, scope: int, container: str, at: int, cutoff: date
     mark = "version" if compiled.flat else "s"
     statement = (
         "SELECT count(*), total(class = 'u' AND instr(name, char(31)) = 0), group_concat(CASE WHEN "
-        "class = 'x' AND instr(name, char(31)) = 0 THEN name || char(30) || mark END, char(30)) FROM ("
-        "SELECT class, CASE WHEN class IS NOT NULL THEN substr(item_key, :cut) END AS name, mark FROM ("
-        f"SELECT item_key, {mark} AS mark, {compiled.classify('s')} AS class FROM ("
+        "class = 'x' AND instr(name, char(31)) = 0 THEN name || char(30) || mark END, char(30)), max(item_key) "
+        "FROM (SELECT item_key, class, CASE WHEN class IS NOT NULL THEN substr(item_key, :cut) END AS name, mark "
+        f"FROM (SELECT item_key, {mark} AS mark, {compiled.classify('s')} AS class FROM ("
         f"SELECT n.key AS item_key, n.value AS item_value, {_newest(scope, 'n.')} AS version, "
-        f"{stamp.stamp} AS s FROM nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key >= :lo AND n.key < :hi "
-        "AND n.rev <= :at GROUP BY n.key HAVING n.kind <> 0 ORDER BY n.key LIMIT :limit) LIMIT -1) LIMIT -1)")
+        f"{stamp.stamp} AS s FROM nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key > :after AND n.key < :end "
+        "AND n.rev <= :at GROUP BY n.key HAVING n.kind <> 0 ORDER BY n.key LIMIT :page) LIMIT -1) LIMIT -1)")
     return statement, {**stamp.params, **compiled.params, **cutoff_params(cutoff), "at": at,
-                       "cut": len(container) + 2, "limit": limit}
-
-
-def _selected(answers: Sequence[tuple[int, float, str | None]]) -> Selected:
-    """The selection's answer rows, for consecutive key ranges, as one selection."""
-    parts = "\x1e".join(joined for _, _, joined in answers if joined).split("\x1e")
-    names = parts[0::2] if parts != [""] else []
-    expired = list(zip(names, parts[1::2]))
-    if names != sorted(names):
-        expired.sort()  # the scan is in key order, and the batches go in key order
-    return Selected(Selection(tuple(expired), int(sum(unreadable for _, unreadable, _ in answers))),
-                    sum(records for records, _, _ in answers))
+                       "cut": len(container) + 2}
 
 
 class SqliteBackend(_Reads):
@@ -204,6 +223,10 @@ class SqliteBackend(_Reads):
         self._statements: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
         # A database only this connection sees (":memory:", "") cannot be read from another.
         self.reads_apart = self.path not in ("", ":memory:") and "mode=memory" not in self.path
+        self._checkpoints: _Checkpointer | None = None
+        if self.reads_apart:
+            self._db.execute("PRAGMA wal_autocheckpoint = 0")
+            self._checkpoints = _Checkpointer(self.path, synchronous)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -221,6 +244,8 @@ class SqliteBackend(_Reads):
         except sqlite3.Error as exc:
             self._db.execute("ROLLBACK")
             raise StorageError(f"sqlite: {exc}") from exc
+        if self._checkpoints is not None:
+            self._checkpoints.wake()
 
     @contextmanager
     def reading(self) -> Iterator[_Reads]:
@@ -389,7 +414,51 @@ class SqliteBackend(_Reads):
 
     @_translated
     def reclaim(self) -> None:
-        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if self._checkpoints is None:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return
+        with self._checkpoints.lock:  # no background checkpoint in the way of this whole one
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.close()
+        self._db.close()
+
+
+class _Checkpointer:
+    """Copies the WAL back into the database from a thread and a connection of its own (PASSIVE: as far as
+    no reader's snapshot needs the old pages, never waiting, never blocking a writer). Woken after each
+    commit; at most one checkpoint every ``_CHECKPOINT_PAUSE`` seconds."""
+
+    def __init__(self, path: str, synchronous: str) -> None:
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute(f"PRAGMA synchronous = {synchronous}")  # what a checkpoint syncs, as the store says
+        self.lock = threading.Lock()  # held during a checkpoint; reclaim() takes it for a whole one
+        self._wakes = threading.Event()
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="logd-checkpoint", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wakes.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wakes.wait()
+            if self._closing.is_set():
+                return
+            self._wakes.clear()
+            with self.lock:
+                try:
+                    self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error as exc:  # the next commit wakes it again; nothing is lost but time
+                    log.warning("logd: a background WAL checkpoint failed: %s", exc)
+            if self._closing.wait(_CHECKPOINT_PAUSE):
+                return
+
+    def close(self) -> None:
+        self._closing.set()
+        self._wakes.set()
+        self._thread.join()
         self._db.close()
