@@ -28,7 +28,8 @@ says which Python it restates:
 What this SQL does not say, :func:`compile_test` refuses (None: the caller selects in
 Python): a list pattern (a list may be a leaf or a keyed array's records), a number whose
 magnitude passes 2**53 or that is not finite (float and integer equality stop agreeing
-there), a map pattern naming a field no name can be (``a b``; inside a leaf map it could).
+there), and, inside a nested map pattern, a field name outside the key grammar (``a b``: no
+record has one, but a map kept as a leaf may, and a JSON path cannot say every name).
 """
 
 from __future__ import annotations

@@ -229,9 +229,10 @@ class Store:
 
     def _delete_items(self, session: Session, container: Path, items: Sequence[tuple[str, str]], test: ItemTest, *,
                       author: str | None) -> Written | None:
-        """A retain batch: delete whole items ``(name, stamp read)`` of ``container`` as one commit, each under
-        its guard, checked by the backend in the statement that writes the tombstones. None, and nothing
-        written, when a guard failed: the item moved, or the container went, since the pass read it."""
+        """A retain batch: delete whole items ``(name, mark)`` of ``container`` (the marks the backend's
+        selection gave) as one commit, each under its guard, checked by the backend in the statement that
+        writes the tombstones. None, and nothing written, when a guard failed: the item moved, or the
+        container went, since the pass read it."""
         when = self.clock().timestamp()
         scope = session.scope_id
         container_key = record_key(container)
