@@ -15,8 +15,8 @@ every ``_CHECKPOINT_PAUSE`` seconds, without blocking the writer -- so the WAL t
 up while a long read holds a snapshot is never copied inside some client's commit.
 ``sqlite3.Error`` never escapes: it becomes :class:`~retain.errors.StorageError`.
 
-A retain rule's selection is one statement over the container's item records
-(:mod:`retain.logd.sqlite_items` writes the test), run on a connection of its own
+A retain rule's selection is one statement over the container's records, page after
+page (:mod:`retain.logd.sqlite_items` writes the test), run on a connection of its own
 inside one read transaction, so that it sees one commit while the writer goes on; a
 batch's guard and tombstones are one ``INSERT ... SELECT`` whose row count says whether
 every item's guard held, and one more for the records beneath the items.
