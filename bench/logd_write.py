@@ -1,16 +1,20 @@
 """logd's write path and its big reads, against raw sqlite3 on the same documents, same run.
 
-Two workloads:
+Three workloads:
 - patches: PATCHES one-op patches (``set jobs.jN = {...}``), each its own commit, through
   the store; against one ``INSERT`` of the same document per transaction in a raw
   sqlite3 table with the same pragmas (WAL). Alternating rounds, median of ROUNDS; at
   ``synchronous=normal`` (the store's own work shows) and ``full`` (the default: fsync-bound);
+- bulk: BULK_PATCHES patches of BULK new records each (a producer's batch: the bulk write path),
+  each its own commit; against one ``executemany`` of the same documents' JSON per transaction
+  into a raw table, same pragmas (WAL, synchronous=normal). Alternating rounds, median of ROUNDS;
 - list: a container of ITEMS items (built in patches of 10,000), a tenth of them then
   updated; ``list jobs.*`` at the current commit and at the older commit before the
   updates; against ``SELECT`` + ``json.loads`` of the same ITEMS documents from a raw table.
 
 Run: python3 dev.py bench logd_write [ITEMS]
-Prints a table, then one JSON line: {"ratio": store patches/s / raw inserts/s (normal), ...}.
+Prints a table, then one JSON line: {"ratio": store patches/s / raw inserts/s (normal),
+"ratio_bulk": store records/s in 1,000-record patches / raw executemany rows/s, ...}.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from retain.logd.settings import Settings
 
 ROUNDS = 5
 PATCHES = 2_000
+BULK = 1_000
+BULK_PATCHES = 20
 ITEMS = 1_000_000
 BUILD_BATCH = 10_000
 
@@ -77,6 +83,36 @@ def patches(directory: Path, synchronous: str) -> tuple[float, float]:
     return PATCHES / statistics.median(times["store"]), PATCHES / statistics.median(times["raw"])
 
 
+def bulk_patches(directory: Path) -> tuple[float, float]:
+    """Median records/s written in patches of BULK new records through the store, and rows/s in one raw
+    executemany of the same documents' JSON per transaction; alternating rounds, synchronous=normal."""
+    store = Store.open(str(directory / "bulk.sqlite3"), settings=Settings(synchronous="normal"))
+    session = store.session(author="bench")
+    session.patch([{"set": "jobs", "value": {}}])
+    raw = raw_table(directory / "bulk-raw.sqlite3", "normal")
+    times: dict[str, list[float]] = {"store": [], "raw": []}
+
+    def through_store(offset: int) -> None:
+        for first in range(offset, offset + BULK * BULK_PATCHES, BULK):
+            session.patch([{"set": f"jobs.j{index}", "value": document(index)} for index in range(first, first + BULK)])
+
+    def raw_executemany(offset: int) -> None:
+        for first in range(offset, offset + BULK * BULK_PATCHES, BULK):
+            raw.execute("BEGIN IMMEDIATE")
+            raw.executemany("INSERT INTO docs (key, doc) VALUES (?, ?)",
+                            ((f"jobs.j{index}", json.dumps(document(index))) for index in range(first, first + BULK)))
+            raw.execute("COMMIT")
+
+    for round_index in range(ROUNDS):
+        sides = [("store", through_store), ("raw", raw_executemany)]
+        for side, function in sides[::-1] if round_index % 2 else sides:  # drift hits both alike
+            times[side].append(timed(lambda: function(round_index * BULK * BULK_PATCHES)))
+    store.close()
+    raw.close()
+    records = BULK * BULK_PATCHES
+    return records / statistics.median(times["store"]), records / statistics.median(times["raw"])
+
+
 def listing(directory: Path, items: int) -> dict[str, float]:
     store = Store.open(str(directory / "list.sqlite3"), settings=Settings(synchronous="off", read_budget=2 * items + 1))
     session = store.session(author="bench")
@@ -107,18 +143,23 @@ def main() -> None:
         directory = Path(tmp)
         store_normal, raw_normal = patches(directory, "normal")
         store_full, raw_full = patches(directory, "full")
+        store_bulk, raw_bulk = bulk_patches(directory)
         listed = listing(directory, items)
-    ratio, ratio_full = store_normal / raw_normal, store_full / raw_full
+    ratio, ratio_full, ratio_bulk = store_normal / raw_normal, store_full / raw_full, store_bulk / raw_bulk
     print(f"{'workload':<28} {'store':>14} {'raw sqlite3':>14} {'ratio':>7}")
     print(f"{'patches, synchronous=normal':<28} {store_normal:>12.0f}/s {raw_normal:>12.0f}/s {ratio:>7.3f}"
           f"   ({PATCHES} one-op commits, median of {ROUNDS})")
     print(f"{'patches, synchronous=full':<28} {store_full:>12.0f}/s {raw_full:>12.0f}/s {ratio_full:>7.3f}")
+    print(f"{'1,000-record patches':<28} {store_bulk:>12.0f}/s {raw_bulk:>12.0f}/s {ratio_bulk:>7.3f}"
+          f"   (records/s; raw: one executemany per transaction)")
     print(f"{'list ' + format(items, ',') + ' items, current':<28} {listed['current_s']:>13.2f}s "
           f"{listed['raw_s']:>13.2f}s {listed['current_s'] / listed['raw_s']:>7.3f}   (raw: SELECT + json.loads)")
     print(f"{'list, older commit':<28} {listed['older_s']:>13.2f}s {listed['raw_s']:>13.2f}s "
           f"{listed['older_s'] / listed['raw_s']:>7.3f}")
     print(f"{'build (10,000-op patches)':<28} {listed['build_items_per_s']:>12.0f}/s")
-    print(json.dumps({"bench": "logd_write", "ratio": round(ratio, 4), "ratio_full": round(ratio_full, 4),
+    print(json.dumps({"bench": "logd_write", "ratio": round(ratio, 4), "ratio_bulk": round(ratio_bulk, 4),
+                      "ratio_full": round(ratio_full, 4), "store_bulk_records_per_s": round(store_bulk),
+                      "raw_executemany_rows_per_s": round(raw_bulk),
                       "store_patches_per_s": round(store_normal), "raw_inserts_per_s": round(raw_normal),
                       "store_patches_per_s_full": round(store_full), "raw_inserts_per_s_full": round(raw_full),
                       "list_items": items, "list_current_s": round(listed["current_s"], 3),

@@ -1,29 +1,34 @@
-"""logd's retain pass against a raw SQL DELETE of the same rows, same documents, same run.
+"""logd's retain pass against a raw SQL DELETE of the same rows, and what other writers wait meanwhile.
 
-A container of ITEMS jobs (built through the store in patches of 10,000), 30% of them
-expired: done or canceled, and stamped two days before now; the rest are running (as old)
-or done but young. The request ages ``jobs.*`` by ``.updatedAt`` after ``1d`` with
+A container of ITEMS jobs (built through the store in patches of 10,000), 30% of them expired:
+done or canceled, and stamped two days before now; the rest are running (as old) or done but
+young. The request ages ``jobs.*`` by ``.updatedAt`` after ``1d`` with
 ``match: {status: !or [done, canceled]}``, batch 256.
 
-- the pass: :func:`retain.logd.run_retain` in a child process of its own (so its peak RSS is
-  its own): read the container at the head, select, delete in precondition-guarded commits;
-- the baseline: the same documents in a raw sqlite3 table ``docs(key, doc)`` with the same
-  pragmas (WAL, synchronous=normal), and one ``DELETE ... WHERE json_extract(doc, '$.status')
-  IN ('done', 'canceled') AND json_extract(doc, '$.updatedAt') <= :cutoff`` in one transaction:
-  the same decision and the same rows, with no commits, preconditions or history.
+- the pass: :func:`retain.logd.run_retain` in a child process of its own (so its peak RSS is its
+  own): read the container on a snapshot, select in SQL, delete in guarded commits of 256;
+- the baseline: the same documents in a raw sqlite3 table ``docs(key, doc)`` with the same pragmas
+  (WAL, synchronous=normal), and one ``DELETE ... WHERE json_extract(doc, '$.status') IN ('done',
+  'canceled') AND json_extract(doc, '$.updatedAt') <= :cutoff`` in one transaction: the same
+  decision and the same rows, with no commits, guards or history;
+- writers: the store served by ``retain.logd.ServerThread`` in a child process, the same request
+  sent over a socket, while another process sends single-item patches one after the other on a
+  connection of its own; the latency of every patch sent during the pass (p99 and max).
 
-The store and the raw table are built once; each of ROUNDS rounds runs both on fresh copies of
-the files, alternating which goes first; the medians are reported. Wall time is the figure
-(``ratio``); CPU time is printed too, since a shared machine's load moves wall time. The two
-counts of deleted rows must agree.
+The store and the raw table are built once; each of ROUNDS rounds runs all three on fresh copies of
+the files, alternating the order of the first two; the medians are reported. Wall time is the figure
+(``ratio``); CPU time is printed too, since a shared machine's load moves wall time. The counts of
+deleted rows must agree.
 
 Run: python3 dev.py bench retain [ITEMS]
-Prints a table, then one JSON line: {"ratio": pass time / raw DELETE time, "peak_rss_mb": ..., ...}.
+Prints a table, then one JSON line: {"ratio": pass time / raw DELETE time, "peak_rss_mb": ...,
+"write_p99_ms": ..., "write_max_ms": ..., ...}.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import sqlite3
@@ -37,7 +42,7 @@ from pathlib import Path
 # This file is bench/retain.py: drop its folder from the path so that ``retain`` is the package, not this file.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
 
-from retain.logd import Store, run_retain  # noqa: E402
+from retain.logd import Client, ServerThread, Store, run_retain  # noqa: E402
 from retain.logd.settings import Settings  # noqa: E402
 from retain.wire import Or  # noqa: E402
 
@@ -66,6 +71,7 @@ def build_store(path: Path, items: int) -> float:
     with Store.open(str(path), settings=Settings(synchronous="normal")) as store:
         session = store.session(author="bench")
         start = time.perf_counter()
+        session.patch([{"set": "jobs", "value": {}}])
         for first in range(0, items, BUILD_BATCH):
             session.patch([{"set": f"jobs.j{index:07d}", "value": document(index)}
                            for index in range(first, min(first + BUILD_BATCH, items))])
@@ -114,32 +120,100 @@ def the_pass(path: str, items: int) -> None:
                       "peak_rss_mb": peak_kb / 1024, "base_rss_mb": base_kb / 1024}))
 
 
+def serve(path: str, items: int) -> None:
+    """In a child: serve the store at ``path`` on a free loopback port (printed) until stdin closes."""
+    with Store.open(path, settings=Settings(synchronous="normal", read_budget=items + 1)) as store, \
+            ServerThread(store, listen=("127.0.0.1", 0)) as served:
+        print(served.server.address[1], flush=True)
+        sys.stdin.read()
+
+
+def write(port: int, ready: str, stop: str) -> None:
+    """In a child: single-item patches one after the other until ``stop`` exists; prints each one's
+    (start, seconds) on the system-wide monotonic clock as JSON."""
+    latencies = []
+    with Client(("127.0.0.1", port), author="bench/writer") as logd:
+        n = 0
+        while not os.path.exists(stop):
+            start = time.monotonic()
+            logd.patch([{"set": f"writes.w{n}", "value": {"n": n, "at": NOW}}])
+            latencies.append((start, time.monotonic() - start))
+            n += 1
+            if n == 10:
+                Path(ready).touch()
+    print(json.dumps(latencies))
+
+
+def served_pass(directory: Path, items: int) -> dict:
+    """The pass over a served store while another connection writes: its wall time and every write's latency."""
+    script = [sys.executable, "-P", __file__]
+    server = subprocess.Popen([*script, "--serve", str(directory / "served.sqlite3"), str(items)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())  # type: ignore[union-attr]
+        with Client(("127.0.0.1", port)) as logd:
+            logd.patch([{"set": "writes", "value": {}}])
+        ready, stop = directory / "ready", directory / "stop"
+        writer = subprocess.Popen([*script, "--write", str(port), str(ready), str(stop)], stdout=subprocess.PIPE,
+                                  text=True)
+        while not ready.exists():
+            if writer.poll() is not None:
+                raise SystemExit("the writer died before it was ready")
+            time.sleep(0.01)
+        with Client(("127.0.0.1", port), author="bench") as logd:
+            started = time.monotonic()
+            answer = logd.call("retain", **REQUEST)
+            ended = time.monotonic()
+        stop.touch()
+        out, _ = writer.communicate(timeout=120)
+    finally:
+        server.stdin.close()  # type: ignore[union-attr]
+        server.wait(timeout=120)
+    during = [seconds for start, seconds in json.loads(out) if start < ended and start + seconds > started]
+    ready.unlink()
+    stop.unlink()
+    return {"seconds": ended - started, "deleted": answer["deleted"], "writes": during}
+
+
 def median(runs: list[dict], name: str) -> float:
     return statistics.median(run[name] for run in runs)
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--pass"]:
         the_pass(sys.argv[2], int(sys.argv[3]))
         return
+    if sys.argv[1:2] == ["--serve"]:
+        serve(sys.argv[2], int(sys.argv[3]))
+        return
+    if sys.argv[1:2] == ["--write"]:
+        write(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+        return
     items = int(sys.argv[1]) if len(sys.argv) > 1 else ITEMS
-    passes, raws = [], []
+    passes, raws, served = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         build_s = build_store(directory / "store.sqlite3", items)
         build_raw(directory / "raw.sqlite3", items)
         for round_index in range(ROUNDS):  # each round on fresh copies; alternating, so drift hits both alike
-            shutil.copyfile(directory / "store.sqlite3", directory / "pass.sqlite3")
+            for name in ("pass", "served"):
+                shutil.copyfile(directory / "store.sqlite3", directory / f"{name}.sqlite3")
             shutil.copyfile(directory / "raw.sqlite3", directory / "delete.sqlite3")
             sides = [lambda: passes.append(json.loads(subprocess.run(
-                         [sys.executable, __file__, "--pass", str(directory / "pass.sqlite3"), str(items)],
+                         [sys.executable, "-P", __file__, "--pass", str(directory / "pass.sqlite3"), str(items)],
                          check=True, capture_output=True, text=True).stdout)),
                      lambda: raws.append(raw_delete(directory / "delete.sqlite3"))]
             for side in sides[::-1] if round_index % 2 else sides:
                 side()
-    deleted = {run["deleted"] for run in passes + raws}
+            served.append(served_pass(directory, items))
+    deleted = {run["deleted"] for run in passes + raws + served}
     if len(deleted) != 1:
-        raise SystemExit(f"the pass and the raw DELETE disagree on the rows: {sorted(deleted)}")
+        raise SystemExit(f"the passes and the raw DELETE disagree on the rows: {sorted(deleted)}")
     pass_s, raw_s = median(passes, "seconds"), median(raws, "seconds")
     pass_cpu, raw_cpu = median(passes, "cpu_s"), median(raws, "cpu_s")
     read_s = median(passes, "read_select_s")
@@ -147,22 +221,29 @@ def main() -> None:
     expired = deleted.pop()
     peak = max(run["peak_rss_mb"] for run in passes)
     base = max(run["base_rss_mb"] for run in passes)
+    writes = [latency for run in served for latency in run["writes"]]
+    served_s = median(served, "seconds")
+    write_p99, write_max = p99(writes) * 1000, max(writes) * 1000
     print(f"{items:,} items, {expired:,} expired (30%), batch {BATCH}; store built in {build_s:.1f}s; "
           f"median of {ROUNDS} rounds")
     print(f"{'':<34} {'wall s':>8} {'cpu s':>8} {'per item':>10}")
     print(f"{'retain pass':<34} {pass_s:>8.2f} {pass_cpu:>8.2f} {pass_s / items * 1e6:>8.2f}us"
           f"   ({passes[0]['commits']} commits, {passes[0]['skipped']} skipped)")
-    print(f"{'  read + select (streamed)':<34} {read_s:>8.2f} {'':>8} {read_s / items * 1e6:>8.2f}us")
+    print(f"{'  read + select (SQL, snapshot)':<34} {read_s:>8.2f} {'':>8} {read_s / items * 1e6:>8.2f}us")
     print(f"{'  guarded deletes':<34} {delete_s:>8.2f} {'':>8} {delete_s / expired * 1e6:>8.2f}us per deleted item")
     print(f"{'raw DELETE ... WHERE json_extract':<34} {raw_s:>8.2f} {raw_cpu:>8.2f} {raw_s / items * 1e6:>8.2f}us")
+    print(f"{'retain served, a writer beside it':<34} {served_s:>8.2f} {'':>8}   "
+          f"{len(writes)} single-item patches during the passes: p99 {write_p99:.1f} ms, max {write_max:.1f} ms")
     print(f"ratio (pass / raw DELETE) {pass_s / raw_s:.2f} wall, {pass_cpu / raw_cpu:.2f} cpu; "
           f"pass peak RSS {peak:.0f} MB (after opening the store: {base:.0f} MB)")
     print(json.dumps({"bench": "retain", "ratio": round(pass_s / raw_s, 3), "ratio_cpu": round(pass_cpu / raw_cpu, 3),
+                      "peak_rss_mb": round(peak, 1), "write_p99_ms": round(write_p99, 2),
+                      "write_max_ms": round(write_max, 2), "writes": len(writes), "served_pass_s": round(served_s, 3),
                       "pass_s": round(pass_s, 3), "raw_delete_s": round(raw_s, 3), "pass_cpu_s": round(pass_cpu, 3),
                       "raw_delete_cpu_s": round(raw_cpu, 3), "read_select_s": round(read_s, 3),
                       "delete_s": round(delete_s, 3), "items": items, "deleted": expired,
-                      "commits": passes[0]["commits"], "peak_rss_mb": round(peak, 1), "base_rss_mb": round(base, 1),
-                      "rounds": ROUNDS, "build_s": round(build_s, 1)}))
+                      "commits": passes[0]["commits"], "base_rss_mb": round(base, 1), "rounds": ROUNDS,
+                      "build_s": round(build_s, 1)}))
 
 
 if __name__ == "__main__":

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from retain.errors import InvalidPath, InvalidRequest
-from retain.logd.paths import KEY_CHARS, ROOT, Field, Index, Key, Wild, check_key, parse, parse_pattern
-from tests.strategies import logd_paths
+from retain.logd.paths import KEY_CHARS, NAMES, ROOT, Field, Index, Key, Wild, check_key, parse, parse_pattern
+from tests.strategies import logd_keys, logd_paths
 
 
 class TestParse:
@@ -101,3 +102,11 @@ class TestCheckKey:
         for char in ".()[]* /!\n":
             with pytest.raises(InvalidPath, match="contains"):
                 check_key(f"a{char}b")
+
+
+@given(text=st.one_of(st.lists(logd_keys, min_size=1, max_size=5).map(".".join), st.text(max_size=12)))
+def test_names_read_at_once_read_the_same(text):
+    """A path of names, read in one match and one split, is the path the grammar reads; nothing else is."""
+    if NAMES.fullmatch(text):
+        assert parse(text) == parse_pattern(text)
+        assert str(parse(text)) == text

@@ -1,22 +1,25 @@
-"""The store paths a retain pass leans on for speed give the answers the plain paths give.
+"""The store paths a retain pass leans on for speed give the answers the plain paths give, and it takes them.
 
 - :meth:`Draft.prefetch` reads a batch of sibling records in one range scan before the
   precondition and the deletes read them one by one;
-- :func:`~retain.logd.view.iter_items` streams a container's items as :func:`list_items` lists them.
+- :func:`~retain.logd.view.iter_items` streams a container's items as :func:`list_items` lists them;
+- a retain rule's common case is selected and deleted in SQL; what the SQL cannot say goes the general way.
 """
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retain.errors import LogdError
-from retain.logd import Store
+from retain.logd import Session, SqliteBackend, Store, run_retain
 from retain.logd.draft import Draft
 from retain.logd.paths import parse
 from retain.logd.settings import Settings
 from retain.logd.view import iter_items, list_items
-from retain.wire import LogdKey
+from retain.wire import LogdKey, Raw, load
+from tests.helpers.seed004 import SEED_REQUEST, SEED_RESULT, seed_scene
 
 PREFETCH = Draft.prefetch  # the real one, kept before any example swaps it out
 NAMES = [f"j{i}" for i in range(8)] + ["j1x", "j10"]  # j1, j1x and j10 sort close: subtree bounds matter
@@ -79,3 +82,48 @@ def test_iter_items_is_list_items(tmp_path_factory, first, second, gone, scoped)
         assert list(iter_items(view, jobs).__iter__()) == list(list_items(view, jobs).items())
         assert [value for _, value in iter_items(view, runs)] == list_items(view, runs)
         assert [name for name, _ in iter_items(view, runs)] == [run["id"] for run in list_items(view, runs)]
+
+
+class TestWhichPath:
+    """The common case is answered in SQL; what the SQL cannot say exactly goes the general way."""
+
+    def spy(self, monkeypatch):
+        paths: list[str] = []
+        real = SqliteBackend.delete_items
+
+        def delete_items(self, *args, **kwargs):
+            paths.append("sql")
+            return real(self, *args, **kwargs)
+
+        real_patch = Session.patch
+
+        def patch(self, ops, **kwargs):
+            if kwargs.get("precondition") is not None:
+                paths.append("general")
+            return real_patch(self, ops, **kwargs)
+
+        monkeypatch.setattr(SqliteBackend, "delete_items", delete_items)
+        monkeypatch.setattr(Session, "patch", patch)
+        return paths
+
+    def test_the_seed_goes_in_sql(self, store, monkeypatch):
+        """The seed's rules -- a map of jobs matched by status, a keyed array of events -- select and delete
+        in SQL, in the seed's three batches."""
+        seed_scene(store)
+        paths = self.spy(monkeypatch)
+        assert run_retain(store.session(), load(SEED_REQUEST)[0]["retain"]).to_document() == SEED_RESULT
+        assert paths == ["sql"] * 3
+
+    @pytest.mark.parametrize(("schema", "rule"), [
+        ({"jobs.*.meta": Raw()}, {"path": "jobs.*", "age": ".at", "after": "1d"}),
+        ({}, {"path": "jobs.*", "age": ".at", "after": "1d", "match": {"tags": ["a"]}}),
+    ])
+    def test_what_sql_cannot_say_goes_the_general_way(self, store, monkeypatch, schema, rule):
+        """A !raw rule inside the items, or a list in match, reads the items whole and deletes by patch --
+        with the same answer."""
+        ops = store.session()
+        ops.set_schema(schema)
+        ops.patch([{"set": "jobs", "value": {"j1": {"at": "2026-09-01T00:00:00Z", "tags": ["a"], "meta": {"x": 1}}}}])
+        paths = self.spy(monkeypatch)
+        assert run_retain(ops, {"now": "2026-09-12T08:00:00Z", "what": [rule]}).deleted == 1
+        assert paths == ["general"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import assume, given
 
 from retain.errors import (
     InvalidRequest,
@@ -12,7 +13,10 @@ from retain.errors import (
     SchemaViolation,
     StorageError,
 )
+from retain.logd.storage import CommitRecord
+from retain.logd.store import delta_for
 from retain.wire import AutoId, LogdKey, Or, Raw
+from tests.strategies import logd_paths
 
 JOB = {"status": "running", "updatedAt": "2026-09-11T07:00:00Z"}
 
@@ -307,3 +311,12 @@ class TestListeners:
         store.listen(lambda record: 1 / 0)
         assert store.session(author="a").patch([{"set": "x", "value": 1}]).commit == 1
         assert seen == [(1, "a")] and store.head == 1
+
+
+@given(place=logd_paths(), prefix=logd_paths())
+def test_delta_for_compares_places(place, prefix):
+    """A watcher of ``prefix`` sees an op exactly when its place is at, above or below the prefix: the text
+    comparison delta_for makes is the segment comparison of the parsed paths."""
+    assume(not place.is_wild)
+    record = CommitRecord(1, 0.0, "a", 0, ({"delete": str(place)},))
+    assert (delta_for(record, prefix) is not None) == (place.startswith(prefix) or prefix.startswith(place))

@@ -16,10 +16,11 @@ from retain.logd.ops import Delete, Op, Set
 from retain.logd.paths import Field, Index, Key, Path, check_key, is_key
 from retain.logd.schema import Keying, Schema, tag_text
 from retain.logd.storage import GONE, KEYED, MAP, SEP, Row
-from retain.logd.view import Location, View, check_data, dumps, leaves, locate, merge, name_in, navigate, read_value
+from retain.logd.view import (Location, Reader, View, check_data, dumps, leaves, locate, merge, name_in, navigate,
+                              read_value)
 from retain.wire import AutoId
 
-__all__ = ["Draft"]
+__all__ = ["Draft", "check_node", "record_key"]
 
 _KEEP_SUBTREE = 64  # rows of one scanned subtree a draft keeps for a second read
 _AFTER_SEP = chr(ord(SEP) + 1)  # above SEP, below every key character: key + _AFTER_SEP ends key's subtree
@@ -89,7 +90,7 @@ class Draft:
         siblings: dict[str, set[str]] = {}
         for path in paths:
             try:
-                key = _key(path)
+                key = record_key(path)
             except NotFound:
                 continue  # a position inside a dense array is no record of its own
             if key:
@@ -160,7 +161,7 @@ class Draft:
                     continue  # a later op of this patch removed or replaced the place
                 self.schema.check_value(path, value)
         for path in dict.fromkeys(self._shrunk):  # a batch of sibling deletes checks their parent once
-            self._check_node(path)
+            check_node(self, self.schema, path)
 
     # -- set ------------------------------------------------------------------------------------
 
@@ -183,7 +184,7 @@ class Draft:
 
     def _put(self, path: Path, value: Any) -> Any:
         """Write ``value`` whole at ``path``, whose parent is a record; returns it as stored."""
-        parent_key = _key(path.parent)
+        parent_key = record_key(path.parent)
         parent = self.row(parent_key)
         if parent is None:
             raise NotFound(f"{path}: {path.parent} does not exist")
@@ -267,7 +268,7 @@ class Draft:
 
     def _new_key(self, array: Path) -> str:
         """A fresh key: this commit's number and a counter, zero-padded so keys sort by arrival."""
-        prefix = _key(array) + SEP
+        prefix = record_key(array) + SEP
         while True:
             self._next_id += 1
             key = f"{self.rev:010d}-{self._next_id:04d}"
@@ -344,35 +345,36 @@ class Draft:
             return {"append": str(path), "value": value}
         return {"set": str(path), "value": self._set(path, [value])}
 
-    # -- constraints a delete can break -------------------------------------------------------
 
-    def _check_node(self, path: Path) -> None:
-        location = locate(self, path)
-        if location.depth < len(path.segments):
-            if location.leaf is not None:
-                try:
-                    self.schema.check_node(path, read_value(self, path))
-                except NotFound:
-                    pass
-            return
-        key, row = location.key, location.row
-        own = leaves(row) if row.kind == MAP else {}
+def check_node(reader: Reader, schema: Schema, path: Path) -> None:
+    """The schema's ``required`` and ``minItems`` at ``path`` over the state ``reader`` reads (a draft's, or a
+    view of a commit just written); raises :class:`SchemaViolation`."""
+    location = locate(reader, path)
+    if location.depth < len(path.segments):
+        if location.leaf is not None:
+            try:
+                schema.check_node(path, read_value(reader, path))
+            except NotFound:
+                pass
+        return
+    key, row = location.key, location.row
+    own = leaves(row) if row.kind == MAP else {}
 
-        def has_child(name: str) -> bool:
-            return name in own or self.row(key + SEP + name) is not None
+    def has_child(name: str) -> bool:
+        return name in own or reader.row(key + SEP + name) is not None
 
-        def count(at_most: int) -> int:
-            total = len(own)
-            for child in self.rows(key, children=True):
-                if total >= at_most:
-                    break
-                total += child.kind != GONE
-            return total
+    def count(at_most: int) -> int:
+        total = len(own)
+        for child in reader.rows(key, children=True):
+            if total >= at_most:
+                break
+            total += child.kind != GONE
+        return total
 
-        self.schema.check_constraints(path, has_child, count)
+    schema.check_constraints(path, has_child, count)
 
 
-def _key(path: Path) -> str:
+def record_key(path: Path) -> str:
     """The storage key of a path made of names and keys only."""
     parts = []
     for segment in path.segments:

@@ -46,6 +46,8 @@ def parse_op(op: Any, where: str = "op") -> Op:
     """One operation from its wire form (an :data:`Op` passes through)."""
     if isinstance(op, (Set, Delete, Append)):
         return op
+    if type(op) is dict and len(op) == 2 and "set" in op and "value" in op:  # the common shape, at once
+        return Set(_place(op["set"], where), op["value"])
     if not isinstance(op, Mapping):
         raise InvalidRequest(f"{where}: an op is {_SHAPES} (got {op!r})")
     verbs = [name for name in ("set", "delete", "append") if name in op]

@@ -3,11 +3,20 @@
 A client sends rules and a time; for each rule, in order, the pass
 
 1. reads the rule's container at the head, in the session's view (a scope's, in a scoped
-   session), under ``storage.readBudget``;
-2. decides with :func:`~retain.logd.retain_rules.select` (pure) which items expired;
-3. deletes them whole in commits of at most ``batch`` items through :meth:`Session.patch`,
-   each under a precondition asserting per item the timestamp read and the rule's match.
-   A batch whose precondition no longer holds wrote nothing: its items count as ``skipped``.
+   session), under ``storage.readBudget``, on a snapshot of its own (the writer goes on);
+2. decides which items expired: in the backend's SQL (:meth:`~retain.logd.storage.Reads.select_items`,
+   reading only the fields the rule names), or, where that SQL cannot say the rule, with the
+   pure :func:`~retain.logd.retain_rules.select` over the items read whole -- the same answer;
+3. deletes them whole in commits of at most ``batch`` items, each under a guard asserting per
+   item the timestamp read and the rule's match: checked by the backend in the statement that
+   writes the batch's tombstones (:meth:`~retain.logd.storage.Backend.delete_items`), or, on the
+   general path, as a :meth:`Session.patch` precondition. A batch whose guard no longer holds
+   wrote nothing: its items count as ``skipped`` and are not tried again in this pass.
+
+The pass is a generator of :class:`Step`\\ s -- one read per rule, one write per batch -- so that
+whoever drives it decides where each runs: :func:`run_retain` runs them in place, one after the
+other; logd's server runs the reads beside its writer and queues each batch behind the writes
+other clients sent meanwhile, so that no client waits for a whole pass.
 
 The deletes are plain commits: watchers see them as deltas with the request's author, older
 commits still read the records, and the schema applies. Everything is refused before any rule
@@ -24,27 +33,46 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import Any, Generic, TypeVar
 
-from retain.errors import InvalidRequest, InvalidRetain, LogdError, NotFound, PreconditionFailed
-from retain.logd.ops import Delete
-from retain.logd.paths import Field, Path
 from retain.clock import format_rfc3339, parse_rfc3339
-from retain.logd.retain_rules import RetainRequest, RetainRule, item_pattern, parse_retain, select
-from retain.logd.schema import Schema
-from retain.logd.storage import KEYED, MAP
-from retain.logd.store import Session
-from retain.logd.view import View, iter_items, locate, read_value
+from retain.errors import InvalidRequest, InvalidRetain, LogdError, NotFound, PreconditionFailed
+from retain.logd.draft import record_key
+from retain.logd.ops import Delete
+from retain.logd.paths import Field, Path, Wild
+from retain.logd.retain_rules import RetainRequest, RetainRule, cutoff, item_pattern, parse_retain, select
+from retain.logd.schema import Rule, Schema
+from retain.logd.storage import KEYED, MAP, Reads, Selection
+from retain.logd.store import Session, Written
+from retain.logd.view import View, iter_items, leaves, locate, over_budget, read_value
 
-__all__ = ["BeforeBatch", "RetainResult", "RuleResult", "run_retain"]
+__all__ = ["BeforeBatch", "Pass", "RetainResult", "RuleResult", "Step", "drive", "drive_async", "retain_pass",
+           "run_retain"]
+
+_T = TypeVar("_T")
 
 #: ``before_batch(rule_index, item_paths)``: called between the read and each batch's delete.
 BeforeBatch = Callable[[int, tuple[Path, ...]], None]
 
 _HIDDEN = object()  # an item whose timestamp (or match) lies inside !raw: retain never looks there
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a pass, for its driver to run: a read (``writes`` False: on a snapshot of its own, beside
+    the writer) or one batch's commit (``writes`` True: on the writer, between other clients' writes).
+    ``run()`` returns what the pass goes on with; an error it raises goes back into the pass."""
+
+    run: Callable[[], Any]
+    writes: bool
+
+
+#: A pass: the steps it yields, each sent back its ``run()``'s value; its return value is the result.
+Pass = Generator[Step, Any, "RetainResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +143,7 @@ def run_retain(session: Session, request: RetainRequest | Mapping[str, Any], *,
     The request is checked whole first (a body is parsed with
     :func:`~retain.logd.retain_rules.parse_retain`). Without ``now`` it ages by the store's clock,
     read once here; the result carries the ``now`` used. ``before_batch`` is called between the
-    read and every batch (tests race a writer there).
+    read and every batch (tests race a writer there). Every step runs here, one after the other.
 
     Raises:
         InvalidRetain: the request cannot mean what it says (nothing ran), or a rule disagrees with
@@ -124,53 +152,172 @@ def run_retain(session: Session, request: RetainRequest | Mapping[str, Any], *,
         SchemaViolation: the schema forbids a batch's delete.
         Any error after the first rule ran names what the rules before it committed.
     """
+    return drive(retain_pass(session, request, before_batch=before_batch))
+
+
+def drive(steps: Generator[Step, Any, _T]) -> _T:
+    """Run the steps in place, in order, each one's value (or error) sent back in; the generator's return value."""
+    driving = _Driving(steps)
+    while not isinstance(step := driving.next(), _Done):
+        try:
+            driving.took(step.run())
+        except Exception as exc:  # back into the steps, which say what had run before it
+            driving.failed(exc)
+    return step.value
+
+
+async def drive_async(steps: Generator[Step, Any, _T], run: Callable[[Step], Awaitable[Any]]) -> _T:
+    """:func:`drive`'s twin for a server: ``run(step)`` runs each step where it belongs (reads beside the
+    writer, writes on it) while the event loop goes on."""
+    driving = _Driving(steps)
+    while not isinstance(step := driving.next(), _Done):
+        try:
+            driving.took(await run(step))
+        except Exception as exc:
+            driving.failed(exc)
+    return step.value
+
+
+@dataclass(frozen=True, slots=True)
+class _Done(Generic[_T]):
+    value: _T
+
+
+class _Driving(Generic[_T]):
+    """Where a driver is in the steps: what the last step gave (or raised) goes back in for the next."""
+
+    def __init__(self, steps: Generator[Step, Any, _T]) -> None:
+        self.steps: Generator[Step, Any, _T] = steps
+        self.value: Any = None
+        self.error: Exception | None = None
+
+    def next(self) -> Step | _Done[_T]:
+        """The next step; :class:`_Done` with the generator's return value after the last."""
+        try:
+            return self.steps.send(self.value) if self.error is None else self.steps.throw(self.error)
+        except StopIteration as stop:
+            return _Done(stop.value)
+
+    def took(self, value: Any) -> None:
+        self.value, self.error = value, None
+
+    def failed(self, error: Exception) -> None:
+        self.value, self.error = None, error
+
+
+def retain_pass(session: Session, request: RetainRequest | Mapping[str, Any], *,
+                before_batch: BeforeBatch | None = None) -> Pass:
+    """The pass :func:`run_retain` runs, as :class:`Step`\\ s for a driver of its own (logd's server).
+
+    The request is checked whole here, before any step (raises :class:`~retain.errors.InvalidRetain`).
+    """
     request = parse_retain(request)
-    now = request.now if request.now is not None else session.store.clock()
+    return _steps(session, request, before_batch)
+
+
+def _steps(session: Session, request: RetainRequest, before_batch: BeforeBatch | None) -> Pass:
+    store = session.store
+    now = request.now if request.now is not None else store.clock()
     done: list[RuleResult] = []
     for index, rule in enumerate(request.rules):
         committed: list[tuple[int, int]] = []  # (commit, items) of this rule's batches so far
+        skipped = 0
         try:
-            done.append(_run_rule(session, request, index, rule, now, committed, before_batch))
+            read: _Read = yield Step(partial(_read, session, rule, now), writes=not store.backend.reads_apart)
+            expired = read.selection.expired
+            for start in range(0, len(expired), request.batch):
+                batch = expired[start:start + request.batch]
+                if before_batch is not None:
+                    before_batch(index, tuple(rule.item(name) for name, _ in batch))
+                written: Written | None = yield Step(partial(read.delete, session, batch, request.author),
+                                                     writes=True)
+                if written is None:
+                    skipped += len(batch)  # the state moved under the pass; asking again reads it afresh
+                else:
+                    committed.append((written.commit, len(batch)))
         except LogdError as exc:
             raise _failed(exc, request, index, done, committed) from exc
+        done.append(RuleResult(str(rule.path), sum(items for _, items in committed), read.selection.unreadable,
+                               skipped, read.at, tuple(commit for commit, _ in committed)))
     commit = max(max((rule.read_at, *rule.commits)) for rule in done)
     return RetainResult(now, commit, tuple(done))
 
 
-def _run_rule(session: Session, request: RetainRequest, index: int, rule: RetainRule, now: datetime,
-              committed: list[tuple[int, int]], before_batch: BeforeBatch | None) -> RuleResult:
-    schema = session.store.schema
-    view = session.view()
-    items = _read(view, rule, schema, session.store.settings.read_budget)
-    selection = select(items, rule, now)
-    deleted = skipped = 0
-    expired = selection.expired
-    for start in range(0, len(expired), request.batch):
-        batch = expired[start:start + request.batch]
-        paths = tuple(rule.item(name) for name, _ in batch)
-        if before_batch is not None:
-            before_batch(index, paths)
-        precondition = {path: item_pattern(rule, stamp) for path, (_, stamp) in zip(paths, batch)}
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What a rule read at commit ``at``: its selection, and how its batches are deleted -- by the backend's
+    guarded statement when the backend selected (``in_sql``), else as patches under preconditions."""
+
+    rule: RetainRule
+    selection: Selection
+    at: int
+    in_sql: bool
+
+    def delete(self, session: Session, batch: tuple[tuple[str, str], ...], author: str | None) -> Written | None:
+        """One batch as one commit under its guard; None (nothing written) when the guard failed."""
+        if self.in_sql:
+            return session.store._delete_items(session, self.rule.container, batch, self.rule.test, author=author)
+        paths = [self.rule.item(name) for name, _ in batch]
+        precondition = {path: item_pattern(self.rule, stamp) for path, (_, stamp) in zip(paths, batch)}
         try:
-            written = session.patch([Delete(path) for path in paths], precondition=precondition,
-                                    author=request.author)
+            return session.patch([Delete(path) for path in paths], precondition=precondition, author=author)
         except PreconditionFailed:
-            skipped += len(batch)  # the state moved under the pass; asking again reads it afresh
-            continue
-        committed.append((written.commit, len(batch)))
-        deleted += len(batch)
-    return RuleResult(str(rule.path), deleted, selection.unreadable, skipped, view.at,
-                      tuple(commit for commit, _ in committed))
+            return None
 
 
-def _read(view: View, rule: RetainRule, schema: Schema, budget: int) -> Iterator[tuple[str, Any]]:
-    """The container's items as ``(name, value)`` pairs in container order, streamed: the pass keeps only
-    what it selects. A keyed array's items are named by their keys."""
+def _read(session: Session, rule: RetainRule, now: datetime) -> _Read:
+    """Read a rule's container on a snapshot and select: in the backend's SQL where it can say the rule,
+    else by reading the items whole and selecting in Python (a ``!raw`` subtree below the container, a
+    match the SQL cannot say, a map item kept as a leaf)."""
+    store = session.store
+    schema, budget = store.schema, store.settings.read_budget
     container = rule.container
     inside = schema.raw_root(container)
     if inside is not None:
         raise InvalidRetain(f"{rule.path}: {container} is inside the !raw subtree {inside}; retain never looks "
                             "inside !raw")
+    with store.backend.reading() as reader:
+        view = View(reader, reader.head()[0], session.scope_id)
+        selection = None if _raw_below(schema, container) else _select_in_sql(reader, view, rule, now, budget)
+        if selection is not None:
+            return _Read(rule, selection, view.at, in_sql=True)
+        return _Read(rule, select(_items(view, rule, schema, budget), rule, now), view.at, in_sql=False)
+
+
+def _select_in_sql(reader: Reads, view: View, rule: RetainRule, now: datetime, budget: int) -> Selection | None:
+    """The rule's selection in the backend's SQL, or None where the general path must read the items."""
+    container = rule.container
+    try:
+        location = locate(view, container)
+    except InvalidRequest:
+        return None  # the general path says how the rule disagrees with the store
+    row = location.row
+    if location.depth < len(container.segments) or (row.kind, rule.path.last) not in (
+            (MAP, Wild("field")), (KEYED, Wild("key"))):
+        return None  # no container record, or not the kind the rule names: the general path answers
+    # A map's scalar (and list) children are items too: never a timestamp, unless a map was kept as a leaf.
+    own = select(leaves(row).items(), rule, now) if row.kind == MAP else Selection((), 0)
+    if own.expired:
+        return None
+    selected = reader.select_items(view.scope, location.key, view.at, rule.test, cutoff(now, rule.after), budget)
+    if selected is None:
+        return None
+    if selected.records >= budget:
+        raise over_budget(container, budget)  # with the container record itself, past the budget
+    return Selection(selected.selection.expired, own.unreadable + selected.selection.unreadable)
+
+
+def _raw_below(schema: Schema, container: Path) -> bool:
+    """Whether a ``!raw`` rule of the schema may apply inside the container's items: their timestamps and
+    match fields must then be judged by a reader that knows where ``!raw`` starts."""
+    depth = len(container.segments)
+    return any(rule.raw and len(rule.pattern.segments) > depth and
+               Rule(Path(rule.pattern.segments[:depth])).applies_to(container) for rule in schema.rules)
+
+
+def _items(view: View, rule: RetainRule, schema: Schema, budget: int) -> Iterator[tuple[str, Any]]:
+    """The container's items as ``(name, value)`` pairs in container order, streamed: the pass keeps only
+    what it selects. A keyed array's items are named by their keys."""
     try:
         items = iter_items(view, rule.path, budget)
     except NotFound:

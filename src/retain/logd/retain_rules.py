@@ -38,9 +38,11 @@ from retain.clock import format_rfc3339, parse_rfc3339
 from retain.errors import InvalidInput, InvalidRetain
 from retain.logd.match import check_pattern, matches
 from retain.logd.paths import Field, Key, Path, Wild, parse
+from retain.logd.storage import ItemTest, Selection
 from retain.wire import Or
 
-__all__ = ["DEFAULT_BATCH", "RetainRequest", "RetainRule", "Selection", "item_pattern", "parse_retain", "select"]
+__all__ = ["DEFAULT_BATCH", "RetainRequest", "RetainRule", "Selection", "cutoff", "item_pattern", "parse_retain",
+           "select"]
 
 DEFAULT_BATCH = 256
 MAX_AUTHOR = 256
@@ -69,6 +71,11 @@ class RetainRule:
     def item(self, name: str) -> Path:
         """The path of one item of the container, by its name or key."""
         return self.container / (Key(name) if self.keyed else Field(name))
+
+    @property
+    def test(self) -> ItemTest:
+        """What the rule asks of each item, as a backend's SQL answers it."""
+        return ItemTest(self.age, self.match)
 
     def to_document(self) -> dict[str, Any]:
         """The rule in its wire form (tags as tag objects)."""
@@ -102,15 +109,6 @@ class RetainRequest:
             document["author"] = self.author
         document["what"] = [rule.to_document() for rule in self.rules]
         return document
-
-
-@dataclass(frozen=True, slots=True)
-class Selection:
-    """What a rule decided over the items it read: those to delete, with the timestamp each was read with,
-    in container order; and how many items had no timestamp the pass could read."""
-
-    expired: tuple[tuple[str, str], ...]
-    unreadable: int
 
 
 # -- parsing --------------------------------------------------------------------------------------
@@ -232,9 +230,6 @@ def _match(pattern: Any, age: tuple[str, ...], where: str) -> Mapping[str, Any] 
     return pattern
 
 
-# -- timestamps -----------------------------------------------------------------------------------
-
-
 # -- deciding -------------------------------------------------------------------------------------
 
 _MISSING = object()
@@ -257,10 +252,7 @@ def select(items: Iterable[tuple[str, Any]], rule: RetainRule, now: datetime) ->
     ``match`` holds); kept when ``now - timestamp < after`` (so a future-dated item never
     expires) or when ``match`` does not hold; the rest are expired, with the timestamp text read.
     """
-    try:
-        cutoff = now - rule.after  # now - t >= after  <=>  t <= now - after
-    except OverflowError:
-        cutoff = None  # after reaches before year 1: nothing is that old
+    before = cutoff(now, rule.after)
     expired: list[tuple[str, str]] = []
     unreadable = 0
     for name, value in items:
@@ -268,9 +260,18 @@ def select(items: Iterable[tuple[str, Any]], rule: RetainRule, now: datetime) ->
         stamped = parse_rfc3339(text)
         if stamped is None:
             unreadable += 1
-        elif cutoff is not None and stamped <= cutoff and (rule.match is None or matches(rule.match, value)):
+        elif before is not None and stamped <= before and (rule.match is None or matches(rule.match, value)):
             expired.append((name, text))
     return Selection(tuple(expired), unreadable)
+
+
+def cutoff(now: datetime, after: timedelta) -> datetime | None:
+    """The latest instant an item may carry and expire: ``now - t >= after  <=>  t <= now - after``.
+    None when that is before year 1: nothing is that old."""
+    try:
+        return now - after
+    except OverflowError:
+        return None
 
 
 def item_pattern(rule: RetainRule, timestamp: str) -> dict[str, Any]:

@@ -3,10 +3,17 @@
 The transports are :mod:`retain.wire`'s; this module gives them logd's conversation.
 One writer thread applies every request, from every connection, in arrival order
 (:class:`~concurrent.futures.ThreadPoolExecutor` with one worker: SQLite runs off the
-event loop, and nothing else touches the store). Each connection's requests are
+event loop, and nothing else writes the store). Each connection's requests are
 submitted to the writer as they arrive, without waiting for answers; the connection
 loop (:func:`~retain.wire.serve_connection`) writes the answers back in request order.
 So a read sent behind a write on the same connection is applied after it and sees it.
+
+A retain request is answered in steps (:func:`~retain.logd.verbs.steps`): its reads run on
+a pool of their own, each on a snapshot, and each of its batches is submitted to the writer
+only when the one before is done, so every other client's request queued meanwhile runs
+between two batches: no client waits for a whole pass. The connection's own requests behind
+it wait for its answer (and so see all its deletes); behind a plain request they go straight
+to the writer as before.
 
 A ``watch`` subscribes the connection: after its answer, the backlog of deltas and
 then every later commit touching the prefix arrive as ``{delta: {...}}`` documents,
@@ -27,13 +34,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retain.logd.paths import Path
+from retain.logd.retain import Step, drive_async
 from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
-from retain.logd.verbs import Context, delta_document, handle
-from retain.wire import (Format, HostPort, HttpServer, Limits, Link, Reply, StreamServer, ThreadedServer, frame,
-                         http_app)
+from retain.logd.verbs import Context, delta_document, handle, staged, steps
+from retain.wire import (Format, HostPort, HttpServer, Limits, Link, Reply, StreamServer, ThreadedServer,
+                         answer_failure, frame, http_app)
 
 __all__ = ["LogdServer", "ServerThread"]
+
+_READERS = 4  # retain reads at once (each on a snapshot of its own); more wait for a reader
 
 
 @dataclass(eq=False)
@@ -98,9 +108,29 @@ class _Conversation:
         self.server, self.hub, self.link = server, hub, link
         self.context = Context(server.store, server.store.session(), subscribe=self._subscribe)
         self._subscribed: _Subscription | None = None  # by the request being applied (writer thread)
+        self._last: asyncio.Future[Reply] | None = None  # the answer to the request before
+        self._last_queued = True  # whether that one went to the writer as it arrived (the writer keeps its order)
 
     def answer(self, request: Any, fmt: Format) -> Awaitable[Reply]:
-        return asyncio.get_running_loop().run_in_executor(self.server.writer, self._apply, request, fmt)
+        """Submit a plain request to the writer at once, unless it must wait for a staged one before it; a
+        staged request waits for the one before it, then runs its steps."""
+        previous, loop = self._last, asyncio.get_running_loop()
+        answer: asyncio.Future[Reply]
+        queued = not staged(request) and (previous is None or previous.done() or self._last_queued)
+        if queued:
+            answer = loop.run_in_executor(self.server.writer, self._apply, request, fmt)
+        else:
+            answer = asyncio.ensure_future(self._after(previous, request, fmt))
+        self._last, self._last_queued = answer, queued
+        return answer
+
+    async def _after(self, previous: asyncio.Future[Reply] | None, request: Any, fmt: Format) -> Reply:
+        if previous is not None:
+            await asyncio.wait([previous])  # its outcome is its own answer's
+        if not staged(request):
+            return await asyncio.get_running_loop().run_in_executor(self.server.writer, self._apply, request, fmt)
+        self.context.format = fmt
+        return Reply(await self.server.run_steps(self.context, request))
 
     def _apply(self, request: Any, fmt: Format) -> Reply:  # on the writer thread
         self.context.format = fmt
@@ -124,6 +154,7 @@ class LogdServer:
                  http: HostPort | None = None, limits: Limits = Limits()) -> None:
         self.store, self.limits = store, limits
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logd-writer")
+        self.readers = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="logd-reader")
         self._stream = (StreamServer(self._conversation, listen=listen, socket_path=socket_path, limits=limits)
                         if listen is not None or socket_path is not None else None)
         self._http = HttpServer(http_app(self._answer_http, limits), http) if http is not None else None
@@ -153,6 +184,20 @@ class LogdServer:
         if self._http is not None:
             await self._http.aclose()
         self.writer.shutdown(wait=True)
+        self.readers.shutdown(wait=True)
+
+    async def run_steps(self, context: Context, request: Any) -> dict[str, Any]:
+        """Answer a staged request: its reads on the reader pool, each write submitted to the writer behind
+        whatever other clients sent meanwhile. A failure is the answer, as :func:`handle`'s would be."""
+        loop = asyncio.get_running_loop()
+
+        def run(step: Step) -> Awaitable[Any]:
+            return loop.run_in_executor(self.writer if step.writes else self.readers, step.run)
+
+        try:
+            return await drive_async(steps(context, request), run)
+        except Exception as exc:
+            return answer_failure(exc)
 
     def _conversation(self, link: Link) -> _Conversation:
         assert self._hub is not None, "connections arrive only once started"
@@ -160,8 +205,11 @@ class LogdServer:
 
     async def _answer_http(self, request: Any, fmt: Format, headers: Mapping[str, str]) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.writer, self._apply_http, request, fmt,
-                                          headers.get("logd-author", "anonymous"), headers.get("logd-scope"))
+        author, scope = headers.get("logd-author", "anonymous"), headers.get("logd-scope")
+        if not staged(request):
+            return await loop.run_in_executor(self.writer, self._apply_http, request, fmt, author, scope)
+        session = await loop.run_in_executor(self.writer, self.store.session, author, scope)  # a new scope is a write
+        return await self.run_steps(Context(self.store, session, format=fmt), request)
 
     def _apply_http(self, request: Any, fmt: Format, author: str, scope: str | None) -> dict[str, Any]:
         session = self.store.session(author=author, scope=scope)  # on the writer thread

@@ -8,28 +8,48 @@ is one index range scan, at the current commit and at an older one alike.
 
 Each commit is one ``BEGIN IMMEDIATE`` transaction: a process killed in the middle
 leaves the previous commit whole and nothing of the new one. ``secure_delete`` is
-on so that versions compaction removes do not linger in free pages.
+on so that versions compaction removes do not linger in free pages. No commit copies
+the WAL back into the database (``wal_autocheckpoint`` is off on the writer's
+connection): a thread with a connection of its own checkpoints after commits, at most
+every ``_CHECKPOINT_PAUSE`` seconds, without blocking the writer -- so the WAL that piles
+up while a long read holds a snapshot is never copied inside some client's commit.
 ``sqlite3.Error`` never escapes: it becomes :class:`~retain.errors.StorageError`.
+
+A retain rule's selection is one statement over the container's records, page after
+page (:mod:`retain.logd.sqlite_items` writes the test), run on a connection of its own
+inside one read transaction, so that it sees one commit while the writer goes on; a
+batch's guard and tombstones are one ``INSERT ... SELECT`` whose row count says whether
+every item's guard held, and one more for the records beneath the items.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from retain.errors import StorageError
-from retain.logd.storage import SEP, CommitRecord, Row, ScopeRecord
+from retain.logd.sqlite_items import compile_test, cutoff_params
+from retain.logd.storage import SEP, CommitRecord, ItemTest, Row, ScopeRecord, Selected, Selection
 
 __all__ = ["SYNCHRONOUS", "SqliteBackend"]
 
+log = logging.getLogger(__name__)
+
 SYNCHRONOUS = ("off", "normal", "full", "extra")
 _T = TypeVar("_T")
-_AFTER_SEP = chr(ord(SEP) + 1)
+_AFTER_SEP = chr(ord(SEP) + 1)  # above SEP, below every key character: key + _AFTER_SEP ends key's subtree
+_SCOPED = 1 << 48  # added to a scope's revs so that max() prefers a scope's version to the baseline's
+_STATEMENTS = 64  # guarded-delete statements kept, by test and scope
+_PAGE = 32768  # records one selection statement reads at most: a page's answer is quick to turn into Python
+_CHECKPOINT_PAUSE = 0.05  # seconds between two checkpoints at least (each one syncs the file)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -81,38 +101,23 @@ def _translated_iter(method: Callable[..., Iterator[_T]]) -> Callable[..., Itera
     return wrapper
 
 
-class SqliteBackend:
-    """A :class:`~retain.logd.storage.Backend` on one SQLite file (``":memory:"`` for a throwaway)."""
+def _scopes(scope: int, table: str = "") -> str:
+    """The SQL condition on a view's scopes: the baseline, or the baseline and one scope."""
+    return f"{table}scope = 0" if scope == 0 else f"{table}scope IN (0, {int(scope)})"
 
-    @_translated
-    def __init__(self, path: str | Path, *, synchronous: str = "full") -> None:
-        if synchronous not in SYNCHRONOUS:
-            raise StorageError(f"storage.synchronous must be one of {', '.join(SYNCHRONOUS)} (got {synchronous!r})")
-        self.path = str(path)
-        # One writer thread uses this connection at a time; the server guarantees it.
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute(f"PRAGMA synchronous = {synchronous}")
-        self._db.execute("PRAGMA secure_delete = ON")
-        self._db.execute("PRAGMA busy_timeout = 10000")
-        self._db.executescript(_SCHEMA)
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StorageError(f"sqlite: {exc}") from exc
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        try:
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._db.execute("ROLLBACK")
-            raise StorageError(f"sqlite: {exc}") from exc
+def _newest(scope: int, table: str = "") -> str:
+    """The aggregate whose bare columns are a view's version of a key: the scope's newest, else the baseline's."""
+    if scope == 0:
+        return f"max({table}rev)"
+    return f"max(CASE WHEN {table}scope = 0 THEN {table}rev ELSE {table}rev + {_SCOPED} END)"
+
+
+class _Reads:
+    """The reads of :class:`~retain.logd.storage.Reads` over one sqlite3 connection."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
 
     @_translated
     def head(self) -> tuple[int, float]:
@@ -144,14 +149,203 @@ class SqliteBackend:
             yield Row(found, kind, value)
 
     @_translated
+    def select_items(self, scope: int, container: str, at: int, test: ItemTest, cutoff: datetime | None,
+                     limit: int) -> Selected | None:
+        selecting = _selecting(test, scope, container, at, cutoff)
+        if selecting is None:
+            return None
+        statement, params = selecting
+        # Page by page (each starting past the last record the one before read), inside the one read
+        # transaction: a page's answer is short to turn into Python, so a long read never holds the GIL long
+        # enough to keep a server's writer waiting.
+        expired: list[tuple[str, str]] = []
+        unreadable = records = 0
+        after, end = container + SEP, container + _AFTER_SEP
+        while records < limit:
+            page = min(_PAGE, limit - records)
+            read, unread, joined, last = self._db.execute(statement, params | {"after": after, "end": end,
+                                                                                 "page": page}).fetchone()
+            records, unreadable = records + read, unreadable + int(unread)
+            if joined:
+                parts = joined.split("\x1e")
+                pairs = list(zip(parts[0::2], parts[1::2]))
+                if parts[0::2] != sorted(parts[0::2]):
+                    pairs.sort()  # the scan is in key order, and the batches go in key order
+                expired += pairs
+            if read < page:
+                break
+            after = last
+        return Selected(Selection(tuple(expired), unreadable), records)
+
+
+def _selecting(test: ItemTest, scope: int, container: str, at: int,
+               cutoff: datetime | None) -> tuple[str, dict[str, Any]] | None:
+    """The selection statement over at most ``:page`` records of the container past the key ``:after``
+    (before ``:end``): one row of (records read, unreadable items, the expired items' names and marks
+    joined, the last record's key)."""
+    stamp = compile_test(test, scope, "n.key", "n.value", prefix="s")  # over the newest version's row
+    compiled = compile_test(test, scope, "item_key", "item_value")  # over the item as the level above names it
+    if stamp is None or compiled is None:
+        return None
+    # The newest version of each record, its stamp computed once (an aggregate's other columns are computed as
+    # each group comes out). Each level is a subquery with a LIMIT, which SQLite does not flatten into the
+    # level above: the class too is computed once per record, however often the expressions above name it. A
+    # record beneath an item (SEP past the container's) counts against the limit but is no item. The mark a
+    # flat test's guard takes back is the version read; any other's, the stamp.
+    mark = "version" if compiled.flat else "s"
+    statement = (
+        "SELECT count(*), total(class = 'u' AND instr(name, char(31)) = 0), group_concat(CASE WHEN "
+        "class = 'x' AND instr(name, char(31)) = 0 THEN name || char(30) || mark END, char(30)), max(item_key) "
+        "FROM (SELECT item_key, class, CASE WHEN class IS NOT NULL THEN substr(item_key, :cut) END AS name, mark "
+        f"FROM (SELECT item_key, {mark} AS mark, {compiled.classify('s')} AS class FROM ("
+        f"SELECT n.key AS item_key, n.value AS item_value, {_newest(scope, 'n.')} AS version, "
+        f"{stamp.stamp} AS s FROM nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key > :after AND n.key < :end "
+        "AND n.rev <= :at GROUP BY n.key HAVING n.kind <> 0 ORDER BY n.key LIMIT :page) LIMIT -1) LIMIT -1)")
+    return statement, {**stamp.params, **compiled.params, **cutoff_params(cutoff), "at": at,
+                       "cut": len(container) + 2}
+
+
+class SqliteBackend(_Reads):
+    """A :class:`~retain.logd.storage.Backend` on one SQLite file (``":memory:"`` for a throwaway)."""
+
+    @_translated
+    def __init__(self, path: str | Path, *, synchronous: str = "full") -> None:
+        if synchronous not in SYNCHRONOUS:
+            raise StorageError(f"storage.synchronous must be one of {', '.join(SYNCHRONOUS)} (got {synchronous!r})")
+        self.path = str(path)
+        # One writer thread uses this connection at a time; the server guarantees it.
+        super().__init__(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False))
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute(f"PRAGMA synchronous = {synchronous}")
+        self._db.execute("PRAGMA secure_delete = ON")
+        self._db.execute("PRAGMA busy_timeout = 10000")
+        self._db.executescript(_SCHEMA)
+        self._statements: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
+        # A database only this connection sees (":memory:", "") cannot be read from another.
+        self.reads_apart = self.path not in ("", ":memory:") and "mode=memory" not in self.path
+        self._checkpoints: _Checkpointer | None = None
+        if self.reads_apart:
+            self._db.execute("PRAGMA wal_autocheckpoint = 0")
+            self._checkpoints = _Checkpointer(self.path, synchronous)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StorageError(f"sqlite: {exc}") from exc
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._db.execute("ROLLBACK")
+            raise StorageError(f"sqlite: {exc}") from exc
+        if self._checkpoints is not None:
+            self._checkpoints.wake()
+
+    @contextmanager
+    def reading(self) -> Iterator[_Reads]:
+        if not self.reads_apart:
+            yield self  # the writer's own connection: the caller reads on the writer
+            return
+        try:
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA query_only = ON")
+            db.execute("PRAGMA busy_timeout = 10000")
+            db.execute("BEGIN")
+            db.execute("SELECT 1 FROM commits LIMIT 1").fetchall()  # the snapshot starts at the first read
+        except sqlite3.Error as exc:
+            raise StorageError(f"sqlite: {exc}") from exc
+        try:
+            yield _Reads(db)
+        finally:
+            db.close()  # ends the read transaction
+
+    @_translated
     def write(self, record: CommitRecord, rows: Iterable[Row], meta: dict[str, str] | None = None) -> None:
+        scope, number = record.scope, record.number
         self._db.executemany("INSERT INTO nodes (scope, key, rev, kind, value) VALUES (?, ?, ?, ?, ?)",
-                             ((record.scope, row.key, record.number, row.kind, row.value) for row in rows))
+                             ((scope, row.key, number, row.kind, row.value) for row in rows))
+        delta = record.delta
+        if delta is None:
+            delta = json.dumps(list(record.ops or ()), separators=(",", ":"))
         self._db.execute("INSERT INTO commits (number, time, author, scope, ops) VALUES (?, ?, ?, ?, ?)",
-                         (record.number, record.time, record.author, record.scope,
-                          json.dumps(list(record.ops or ()), separators=(",", ":"))))
+                         (record.number, record.time, record.author, record.scope, delta))
         for name, value in (meta or {}).items():
             self._db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
+
+    @_translated
+    def absent(self, scope: int, keys: Sequence[str], at: int) -> bool:
+        if not keys:
+            return True
+        # New keys often come after every key there is (a producer's next ids): then one range says it.
+        first, last = min(keys), max(keys)
+        if self._db.execute(f"SELECT 1 FROM nodes WHERE {_scopes(scope)} AND key >= ? AND key < ? AND rev <= ? LIMIT 1",
+                            (first, last + _AFTER_SEP, at)).fetchone() is None:
+            return True
+        found = self._db.execute(
+            f"SELECT 1 FROM json_each(:keys) AS b CROSS JOIN nodes AS n WHERE {_scopes(scope, 'n.')} "
+            "AND n.key >= b.value AND n.key < b.value || char(32) AND n.rev <= :at LIMIT 1",
+            {"keys": json.dumps(list(keys)), "at": at}).fetchone()
+        return found is None
+
+    @_translated
+    def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
+                     at: int, rev: int) -> int:
+        guarded, test_params = self._guarded(test, scope)
+        params = {**test_params, "batch": json.dumps(dict(items)), "prefix": container + SEP, "at": at, "rev": rev,
+                  "scope": scope}
+        held: int = self._db.execute(guarded, params).rowcount
+        if held == len(items):
+            # Every record beneath a deleted item goes with it (the view's newest version of each, unless gone).
+            self._db.execute(
+                "INSERT INTO nodes (scope, key, rev, kind, value) SELECT :scope, key, :rev, 0, NULL FROM ("
+                f"SELECT n.key AS key, n.kind AS kind, {_newest(scope, 'n.')} FROM json_each(:batch) AS b "
+                f"CROSS JOIN nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key > :prefix || b.key || char(31) "
+                "AND n.key < :prefix || b.key || char(32) AND n.rev <= :at GROUP BY n.key) WHERE kind <> 0",
+                {"batch": params["batch"], "prefix": params["prefix"], "at": at, "rev": rev, "scope": scope})
+        return held
+
+    def _guarded(self, test: ItemTest, scope: int) -> tuple[str, dict[str, Any]]:
+        """The statement that writes a batch's item tombstones where each one's guard holds (made once per test)."""
+        cache_key = (repr(test), scope)
+        if cache_key in self._statements:
+            return self._statements[cache_key]
+        newest = (f"(SELECT {{}} FROM nodes WHERE {_scopes(scope)} AND key = item_key AND rev <= :at "
+                  "ORDER BY scope DESC, rev DESC LIMIT 1)")  # of the item, in the view: the scope's, else the baseline's
+        batch = "SELECT :prefix || b.key AS item_key, b.value AS mark FROM json_each(:batch) AS b LIMIT -1"
+        now = compile_test(test, scope, "item_key", newest.format("value"))
+        if now is None:
+            raise StorageError(f"delete_items: this backend cannot say {test} in SQL; select_items answered None")
+        if now.flat:
+            # The mark is the version read: that version, still the newest, holds what it held. Any other (a
+            # writer came in between) is asked the guard itself, against the stamp of the version read.
+            then = compile_test(test, scope, "item_key", "(SELECT value FROM nodes WHERE scope = CASE WHEN mark >= "
+                                f"{_SCOPED} THEN {int(scope)} ELSE 0 END AND key = item_key AND rev = mark % {_SCOPED})",
+                                prefix="r")
+            assert then is not None
+            params = now.params | then.params
+            version = newest.format(f"CASE WHEN scope = 0 THEN rev ELSE rev + {_SCOPED} END")
+            candidates = f"SELECT item_key, CAST(mark AS INTEGER) AS mark, {version} AS version FROM ({batch})"
+            guard = f"(version = mark OR {now.guard(then.stamp)})"
+        else:
+            compiled = compile_test(test, scope, "item_key", "item_value")
+            assert compiled is not None
+            params = compiled.params
+            candidates = f"SELECT item_key, mark, {newest.format('value')} AS item_value FROM ({batch})"
+            guard = compiled.guard("mark")
+        # The guard restated per item in the statement that writes the items' tombstones: its row count is
+        # how many held.
+        statement = ("INSERT INTO nodes (scope, key, rev, kind, value) SELECT :scope, item_key, :rev, 0, NULL FROM "
+                     f"({candidates} LIMIT -1) WHERE {guard}")
+        if len(self._statements) >= _STATEMENTS:
+            self._statements.clear()
+        self._statements[cache_key] = (statement, params)
+        return statement, params
 
     @_translated_iter
     def commits(self, first: int, scopes: Sequence[int]) -> Iterator[CommitRecord]:
@@ -220,7 +414,51 @@ class SqliteBackend:
 
     @_translated
     def reclaim(self) -> None:
-        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if self._checkpoints is None:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return
+        with self._checkpoints.lock:  # no background checkpoint in the way of this whole one
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.close()
+        self._db.close()
+
+
+class _Checkpointer:
+    """Copies the WAL back into the database from a thread and a connection of its own (PASSIVE: as far as
+    no reader's snapshot needs the old pages, never waiting, never blocking a writer). Woken after each
+    commit; at most one checkpoint every ``_CHECKPOINT_PAUSE`` seconds."""
+
+    def __init__(self, path: str, synchronous: str) -> None:
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute(f"PRAGMA synchronous = {synchronous}")  # what a checkpoint syncs, as the store says
+        self.lock = threading.Lock()  # held during a checkpoint; reclaim() takes it for a whole one
+        self._wakes = threading.Event()
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="logd-checkpoint", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wakes.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wakes.wait()
+            if self._closing.is_set():
+                return
+            self._wakes.clear()
+            with self.lock:
+                try:
+                    self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error as exc:  # the next commit wakes it again; nothing is lost but time
+                    log.warning("logd: a background WAL checkpoint failed: %s", exc)
+            if self._closing.wait(_CHECKPOINT_PAUSE):
+                return
+
+    def close(self) -> None:
+        self._closing.set()
+        self._wakes.set()
+        self._thread.join()
         self._db.close()

@@ -10,16 +10,26 @@ a subtree is one key range and a scan in key order is a pre-order walk.
 Everything above this module (views, drafts, history, the store) talks to a
 :class:`Backend` only. :class:`~retain.logd.sqlite.SqliteBackend` is the embedded
 one; a PostgreSQL backend implements the same methods and nothing else changes.
+
+Two of them answer a retain rule in the backend's own query language, so that a pass
+over a million items never brings them into Python: :meth:`Reads.select_items` decides
+which items of a container expire (the same answer as the pure
+:func:`~retain.logd.retain_rules.select`, an :class:`ItemTest` saying what it asks of an
+item), and :meth:`Backend.delete_items` writes a batch's tombstones under its guard in
+one statement. A long read runs on a snapshot of its own (:meth:`Backend.reading`),
+beside the writer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
-__all__ = ["BASELINE", "GONE", "KEYED", "MAP", "SEP", "Backend", "CommitRecord", "Row", "ScopeRecord"]
+__all__ = ["BASELINE", "GONE", "KEYED", "MAP", "SEP", "Backend", "CommitRecord", "ItemTest", "Reads", "Row",
+           "ScopeRecord", "Selected", "Selection"]
 
 SEP = "\x1f"  # below every key character: a node sorts before its descendants, they before its next sibling
 GONE, MAP, KEYED = 0, 1, 2
@@ -47,6 +57,9 @@ class CommitRecord:
     author: str
     scope: int
     ops: tuple[dict[str, Any], ...] | None
+    #: ``ops`` as JSON text, when the writer built it already (a retain batch, a bulk patch): the backend
+    #: stores it as given. The writer may then leave ``ops`` empty when no listener will read them.
+    delta: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +69,44 @@ class ScopeRecord:
     created: int  # the head commit when the scope was made
 
 
-class Backend(Protocol):
-    """Rows, commits, scopes and history bookkeeping; no tree logic lives behind it."""
+@dataclass(frozen=True, slots=True)
+class ItemTest:
+    """What a retain rule asks of each item of a container (seed 004), for a backend to answer in its own SQL.
 
-    def transaction(self) -> AbstractContextManager[None]:
-        """One atomic, serialised write: every read inside sees the state it will commit over."""
+    An item is a record child of the container (a map's child, a keyed array's element). Its timestamp is
+    the value at ``age`` (names, one per level: ``("timing", "at")``); the item is *unreadable* when that is
+    missing or not a string :func:`retain.clock.parse_rfc3339` reads (strict RFC 3339: ``T``/``t``, ``Z``/``z``
+    or an offset under 24h, fractions truncated to microseconds, no ``:60``, no impossible date, an instant
+    inside years 1-9999 in UTC). A readable item *expires* at a cutoff when its instant is at or before the
+    cutoff and ``match`` (a map pattern, :mod:`retain.logd.match`; None: any item) holds of it. A batch's
+    *guard* holds of an item when the text at ``age`` is still the text the pass read and ``match`` still
+    holds: the precondition of seed 004, which a writer that touched the item in between makes fail.
+    """
+
+    age: tuple[str, ...]
+    match: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What a rule decided over the items it read: those to delete, each with what its guard checks (the
+    timestamp text read, or a backend's mark of the version it read), in container order; and how many
+    items had no timestamp the pass could read."""
+
+    expired: tuple[tuple[str, str], ...]
+    unreadable: int
+
+
+@dataclass(frozen=True, slots=True)
+class Selected:
+    """A backend's selection: :class:`Selection`'s answer, and how many records the read touched."""
+
+    selection: Selection
+    records: int
+
+
+class Reads(Protocol):
+    """Reading rows at a commit: what a view and a retain selection need, from the writer or a snapshot."""
 
     def head(self) -> tuple[int, float]:
         """The newest commit's number and time, ``(0, 0.0)`` for an empty store."""
@@ -73,8 +119,42 @@ class Backend(Protocol):
         order; with ``children`` only its direct children; with ``end``, of every record from ``key`` up to
         ``end`` (exclusive): several siblings' subtrees in one range. Tombstones included."""
 
+    def select_items(self, scope: int, container: str, at: int, test: ItemTest, cutoff: datetime | None,
+                     limit: int) -> Selected | None:
+        """``test`` over every record child of the record ``container`` at ``at``, in the view of ``scope``:
+        the expired items in key order, each with a mark :meth:`Backend.delete_items` takes back, and how
+        many were unreadable -- the answer :func:`~retain.logd.retain_rules.select` gives over the same items
+        (``cutoff`` None: nothing expires). ``records`` counts the visible records of the container's subtree,
+        up to ``limit``: at ``limit`` the read stopped there and the selection is not to be used. None when
+        this backend cannot say ``test`` in its query language: the caller selects in Python."""
+
+
+class Backend(Reads, Protocol):
+    """Rows, commits, scopes and history bookkeeping; no tree logic lives behind it."""
+
+    #: whether :meth:`reading` gives a connection of its own, so that a long read can run beside the writer
+    reads_apart: bool
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One atomic, serialised write: every read inside sees the state it will commit over."""
+
+    def reading(self) -> AbstractContextManager[Reads]:
+        """A snapshot to read from: every read through it sees the same commits. With :attr:`reads_apart` it
+        is a connection of its own, used by one thread, while the writer goes on committing."""
+
     def write(self, record: CommitRecord, rows: Iterable[Row], meta: dict[str, str] | None = None) -> None:
         """Inside a transaction: append the commit, its row versions (rev = its number) and meta changes."""
+
+    def absent(self, scope: int, keys: Sequence[str], at: int) -> bool:
+        """Whether no version of any record in the subtrees of ``keys`` exists at or before ``at``, in
+        ``scope`` or the baseline: one read that lets a patch of new records skip looking each one up."""
+
+    def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
+                     at: int, rev: int) -> int:
+        """Inside a transaction: tombstone (at ``rev``) every visible record of each item ``(name, mark)`` of
+        ``container`` whose guard (:class:`ItemTest`, against what the mark says was read) holds at ``at``, in
+        ``scope``'s view, writing in ``scope``. Returns how many items' guards held: fewer than ``len(items)``
+        means the caller must roll the transaction back. Only for items :meth:`select_items` selected."""
 
     def commits(self, first: int, scopes: Sequence[int]) -> Iterator[CommitRecord]:
         """Commits numbered ``first`` and later, in order, from the given scopes."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -26,13 +26,14 @@ from typing import Any
 from retain.clock import format_rfc3339, utc_now
 from retain.errors import Compacted, InvalidRequest, NotFound
 from retain.logd import history
-from retain.logd.draft import Draft
+from retain.logd.bulk import NewRecords, as_ops, new_records, plan_bulk
+from retain.logd.draft import Draft, check_node, record_key
 from retain.logd.ops import Delete, Op, parse_ops, parse_precondition
 from retain.logd.paths import ROOT, Path, check_key, parse
 from retain.logd.schema import Schema
 from retain.logd.settings import Settings
 from retain.logd.sqlite import SqliteBackend
-from retain.logd.storage import BASELINE, Backend, CommitRecord
+from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest
 from retain.logd.view import View, list_items, read_value
 from retain.wire import from_plain, to_plain
 
@@ -187,13 +188,28 @@ class Store:
 
     # -- used by sessions -------------------------------------------------------------------------
 
-    def _commit(self, session: Session, ops: Iterable[Op], precondition: tuple[tuple[Path, Any], ...] = (), *,
-                author: str | None, schema: Schema | None = None) -> Written:
+    def _commit(self, session: Session, ops: Iterable[Op] | NewRecords,
+                precondition: tuple[tuple[Path, Any], ...] = (), *, author: str | None,
+                schema: Schema | None = None, plain: bool = False) -> Written:
+        """One patch as one commit. With ``plain`` the ops are :data:`~retain.logd.bulk.NewRecords`: written as
+        rows when :func:`~retain.logd.bulk.plan_bulk` finds them new records, else parsed for the draft."""
         when = self.clock().timestamp()
         with self.backend.transaction():
             head, last_time = self.backend.head()
-            draft = Draft(View(self.backend, head, session.scope_id), schema or self.schema, head + 1)
-            ops = tuple(ops)
+            view = View(self.backend, head, session.scope_id)
+            if plain:
+                records: NewRecords = list(ops)  # type: ignore[arg-type]
+                bulk = plan_bulk(view, self.schema, records,
+                                 lambda keys: self.backend.absent(session.scope_id, keys, head),
+                                 applied=bool(self._listeners))
+                if bulk is not None:  # new records only: their rows as they are, the delta's text built once
+                    record = CommitRecord(head + 1, max(when, last_time), author or session.author,
+                                          session.scope_id, tuple(bulk.applied), bulk.delta)
+                    self.backend.write(record, bulk.rows)
+                    return self._published(record)
+                ops = as_ops(records)
+            draft = Draft(view, schema or self.schema, head + 1)
+            ops = tuple(ops)  # type: ignore[arg-type]
             draft.prefetch([path for path, _ in precondition] + [op.path for op in ops if isinstance(op, Delete)])
             draft.precondition(precondition, self.settings.read_budget)
             meta = None
@@ -209,12 +225,58 @@ class Store:
             self.backend.write(record, draft.pending.values(), meta)
         if schema is not None:
             self.schema = schema
+        return self._published(record)
+
+    def _delete_items(self, session: Session, container: Path, items: Sequence[tuple[str, str]], test: ItemTest, *,
+                      author: str | None) -> Written | None:
+        """A retain batch: delete whole items ``(name, mark)`` of ``container`` (the marks the backend's
+        selection gave) as one commit, each under its guard, checked by the backend in the statement that
+        writes the tombstones. None, and nothing written, when a guard failed: the item moved, or the
+        container went, since the pass read it."""
+        when = self.clock().timestamp()
+        scope = session.scope_id
+        container_key = record_key(container)
+        try:
+            with self.backend.transaction():
+                head, last_time = self.backend.head()
+                row = View(self.backend, head, scope).row(container_key)
+                if row is None or row.kind == GONE or \
+                        self.backend.delete_items(scope, container_key, items, test, head, head + 1) != len(items):
+                    raise _GuardFailed  # rolls the transaction back: nothing of the batch is written
+                if any(rule.required or rule.min_items is not None for rule in self.schema.matching(container)):
+                    check_node(View(self.backend, head + 1, scope), self.schema, container)
+                texts = _item_texts(container, row.kind == KEYED, items)
+                # The delta's text is built once, in one join; its ops as objects only for a listener to read.
+                ops = tuple([{"delete": text} for text in texts]) if self._listeners else ()
+                record = CommitRecord(head + 1, max(when, last_time), author or session.author, scope, ops,
+                                      '[{"delete":"' + '"},{"delete":"'.join(texts) + '"}]')
+                self.backend.write(record, ())
+        except _GuardFailed:
+            return None
+        return self._published(record)
+
+    def _published(self, record: CommitRecord) -> Written:
+        """Tell every listener of a durable commit."""
         for listener in self._listeners:
             try:
                 listener(record)
             except Exception:  # the commit is durable already; a listener's failure must not undo the answer
                 log.exception("logd: commit listener failed on commit %d", record.number)
         return Written(record.number)
+
+
+class _GuardFailed(Exception):
+    """A retain batch's guard did not hold (internal: it rolls the batch's transaction back)."""
+
+
+def _item_texts(container: Path, keyed: bool, items: Sequence[tuple[str, str]]) -> list[str]:
+    """The canonical path text of each item (``jobs.j1``, ``events(e1)``), without a Path per item.
+    Names are keys, so the texts need no JSON escaping either."""
+    prefix = str(container)
+    if keyed:
+        return [f"{prefix}({name})" for name, _ in items]
+    prefix = prefix + "." if prefix else ""
+    return [prefix + name for name, _ in items]
 
 
 class Session:
@@ -238,8 +300,10 @@ class Session:
             NotFound: a delete or a position named nothing.
             InvalidRequest: an op, path or value that cannot mean what it says.
         """
-        parsed = parse_ops(list(ops))
-        return self.store._commit(self, parsed, parse_precondition(precondition), author=author)
+        ops = list(ops)
+        if precondition is None and (records := new_records(ops)) is not None:
+            return self.store._commit(self, records, author=author, plain=True)
+        return self.store._commit(self, parse_ops(ops), parse_precondition(precondition), author=author)
 
     def set_schema(self, document: Any, *, author: str | None = None) -> Written:
         """Replace the schema; it applies to every later write. The change is a commit."""
@@ -286,18 +350,25 @@ def delta_for(record: CommitRecord, prefix: Path) -> Delta | None:
     """The commit as a watcher of ``prefix`` sees it, or None when no op touches the prefix."""
     if record.ops is None:
         raise Compacted(f"the delta of commit {record.number} is compacted")
-    touching = tuple(op for op in record.ops if _touches(op, prefix))
+    above = str(prefix)
+    touching = tuple(op for op in record.ops if _touches(op, above))
     if not touching:
         return None
     return Delta(record.number, record.author, format_rfc3339(datetime.fromtimestamp(record.time, timezone.utc), timespec="microseconds"), touching)
 
 
-def _touches(op: dict[str, Any], prefix: Path) -> bool:
+def _touches(op: dict[str, Any], prefix: str) -> bool:
+    """Whether an op's place is at, above or below ``prefix``: compared as canonical path texts, so that a
+    watcher of a busy store parses no path a commit names."""
     text = op.get("set") or op.get("delete") or op.get("append")
     if text is None:
-        return not prefix.segments  # a schema change concerns a watcher of the whole tree only
-    place = parse(text)
-    return place.startswith(prefix) or prefix.startswith(place)
+        return not prefix  # a schema change concerns a watcher of the whole tree only
+    return _at_or_below(text, prefix) or _at_or_below(prefix, text)
+
+
+def _at_or_below(text: str, above: str) -> bool:
+    """Whether the place ``text`` is ``above`` or inside it (a segment of ``text`` begins where ``above`` ends)."""
+    return not above or text == above or (text.startswith(above) and text[len(above)] in ".([")
 
 
 def _read_path(path: str | Path) -> Path:

@@ -6,13 +6,16 @@ transport answers as ``{error: {code, message}}`` (:func:`retain.wire.answer_fai
 Bodies are checked field by field: an unknown field is an ``invalid_request``, never
 silently ignored.
 
-``retain`` (seed 004, :mod:`retain.logd.retain`) runs on the same loop as a patch and
-commits through :meth:`Session.patch`, so a read pipelined behind it sees its deletes.
+``retain`` (seed 004, :mod:`retain.logd.retain`) is answered in steps (:data:`STAGED`): a read,
+then one commit per batch. :func:`handle` runs them in place, one after the other; logd's
+server runs them itself (:func:`staged`, :func:`steps`), the read beside its writer and each
+batch on the writer behind whatever other clients sent meanwhile -- while the connection's
+own later requests wait for the answer, so a read pipelined behind it sees all its deletes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,11 +24,12 @@ from retain._fields import Where
 from retain.clock import parse_rfc3339
 from retain.errors import InvalidRequest, Unsupported
 from retain.logd.paths import ROOT, Path, parse
-from retain.logd.retain import run_retain
+from retain.logd.retain import Step, drive, retain_pass
 from retain.logd.store import Delta, Session, Store
 from retain.wire import Format, answer_result, parse_request
 
-__all__ = ["VERBS", "Context", "Handler", "Subscribe", "delta_document", "handle"]
+__all__ = ["STAGED", "VERBS", "Context", "Handler", "Staged", "Steps", "Subscribe", "delta_document", "handle",
+           "staged", "steps"]
 
 #: ``subscribe(session, prefix, backlog)``: a stream transport starts sending deltas after ``backlog``.
 Subscribe = Callable[[Session, Path, list[Delta]], None]
@@ -42,6 +46,10 @@ class Context:
 
 
 Handler = Callable[[Context, dict[str, Any]], dict[str, Any]]
+#: A request answered in steps: each :class:`~retain.logd.retain.Step` is run by the caller and sent back its
+#: value; the generator's return value is the answer.
+Steps = Generator[Step, Any, dict[str, Any]]
+Staged = Callable[[Context, dict[str, Any]], Steps]
 
 
 def handle(context: Context, request: Any) -> dict[str, Any]:
@@ -57,6 +65,19 @@ def handle(context: Context, request: Any) -> dict[str, Any]:
         raise Unsupported(f"unsupported operation: request type {verb!r} (this logd serves "
                           f"{', '.join(sorted(VERBS))})")
     return answer_result(verb, handler(context, body))
+
+
+def staged(request: Any) -> bool:
+    """Whether ``request`` is answered in steps (:data:`STAGED`); pure, so a transport may ask as it arrives."""
+    return isinstance(request, dict) and len(request) == 1 and next(iter(request)) in STAGED
+
+
+def steps(context: Context, request: Any) -> Steps:
+    """A staged request's steps; the generator's return value is the whole answer ``{result: {verb: ...}}``.
+    The request is checked when the first step is asked for (raises as :func:`handle` would)."""
+    verb, body = parse_request(request)
+    result = yield from STAGED[verb](context, body)
+    return answer_result(verb, result)
 
 
 def delta_document(delta: Delta) -> dict[str, Any]:
@@ -148,9 +169,18 @@ def _compact(context: Context, body: dict[str, Any]) -> dict[str, Any]:
     return {"boundary": done.boundary, "snapshots": list(done.snapshots), "removed": done.removed}
 
 
-def _retain(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+def _retain_steps(context: Context, body: dict[str, Any]) -> Steps:
     # Checked whole before any rule runs; without now, the store's clock is read once, inside.
-    return run_retain(context.session, body).to_document()
+    result = yield from retain_pass(context.session, body)
+    return result.to_document()
+
+
+def _retain(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    return drive(_retain_steps(context, body))  # in place: every step here, one after the other
+
+
+#: verb -> its steps, for the verbs a server runs in steps of its own.
+STAGED: dict[str, Staged] = {"retain": _retain_steps}
 
 
 #: verb -> handler.

@@ -1,4 +1,4 @@
-"""Reading the document tree over a :class:`~retain.logd.storage.Backend`: views, paths to records, assembly.
+"""Reading the document tree over a backend's :class:`~retain.logd.storage.Reads`: views, paths to records, assembly.
 
 A :class:`View` is the tree one session sees at one commit: the baseline's records,
 overlaid record by record with its scope's own (a scope's record, or tombstone, wins).
@@ -20,10 +20,10 @@ from typing import Any, Protocol
 
 from retain.errors import InvalidRequest, NotFound, ReadBudgetExceeded
 from retain.logd.paths import Field, Index, Key, Path, Segment, Wild, check_key, is_key
-from retain.logd.storage import BASELINE, GONE, KEYED, MAP, SEP, Backend, Row
+from retain.logd.storage import BASELINE, GONE, KEYED, MAP, SEP, Reads, Row
 
 __all__ = ["Location", "Reader", "View", "check_data", "dumps", "iter_items", "leaves", "list_items", "locate", "merge",
-           "name_in", "navigate", "read_value"]
+           "name_in", "navigate", "over_budget", "read_value"]
 
 
 class Reader(Protocol):
@@ -36,8 +36,13 @@ class Reader(Protocol):
     def rows(self, key: str, *, children: bool = False) -> Iterator[Row]: ...
 
 
+# One encoder made once: json.dumps with any argument set makes a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """A value's JSON as the store keeps it: compact, UTF-8 as it is, no NaN."""
+    return _ENCODER.encode(value)
 
 
 def leaves(row: Row) -> dict[str, Any]:
@@ -66,7 +71,7 @@ _KIND_NAMES = {MAP: "a map", KEYED: "a keyed array"}
 class View:
     """The tree as one session sees it at commit ``at``."""
 
-    def __init__(self, backend: Backend, at: int, scope: int = BASELINE) -> None:
+    def __init__(self, backend: Reads, at: int, scope: int = BASELINE) -> None:
         self.backend, self.at, self.scope = backend, at, scope
 
     def _latest(self, key: str) -> Row | None:
@@ -188,9 +193,7 @@ def _children(reader: Reader, key: str, row: Row, budget: int | None, path: Path
             continue  # an orphan: its parent is not visible here
         count += 1
         if limit is not None and count > limit:
-            raise ReadBudgetExceeded(f"reading {path or 'the root'} touches more than {limit} records "
-                                     f"(storage.readBudget = {limit}); raise storage.readBudget or split "
-                                     "the collection")
+            raise over_budget(path, limit)
         value: Any = (loads(found.value) if found.value else {}) if kind == MAP else []
         if parent is None:  # a child of the top record: the one before it is whole
             if current is not None:
@@ -203,6 +206,12 @@ def _children(reader: Reader, key: str, row: Row, budget: int | None, path: Path
         stack.append((found_key + SEP, value, kind))
     if current is not None:
         yield current
+
+
+def over_budget(path: Path, limit: int) -> ReadBudgetExceeded:
+    """The error of a read of ``path`` that would touch more than ``limit`` records."""
+    return ReadBudgetExceeded(f"reading {path or 'the root'} touches more than {limit} records "
+                              f"(storage.readBudget = {limit}); raise storage.readBudget or split the collection")
 
 
 def read_value(reader: Reader, path: Path, budget: int | None = None) -> Any:
