@@ -55,6 +55,7 @@ def main(argv: list[str]) -> int:
     if command == "demo":
         return run([str(VENV / "bin" / "retain"), "demo", *rest])
     if command == "test":
+        ensure_chromium()
         return run([str(PYTHON), "-m", "pytest", *rest])
     if command == "typecheck":
         return run([str(PYTHON), "-m", "mypy", *rest])
@@ -134,6 +135,28 @@ def bootstrap_pip() -> None:
             path.write_bytes(response.read())
         # A pip wheel runs as a zip application: it installs itself.
         subprocess.check_call([str(PYTHON), f"{path}/pip", "install", "--quiet", str(path)])
+
+
+def ensure_chromium() -> None:
+    """Debian's Chromium for the dashboard's browser test, installed with apt-get when missing and possible.
+
+    Only as root with apt-get (a fresh Debian or Ubuntu machine, CI); elsewhere the
+    browser test says it was skipped and why. Never fatal: the rest of the suite runs.
+    """
+    if os.environ.get("RETAIN_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        print("dev.py: no Chromium, and no root apt-get to install it: the dashboard's browser test will be "
+              "skipped (install the chromium package to run it)", file=sys.stderr)
+        return
+    print("dev.py: installing Debian's chromium for the dashboard's browser test (once; apt-get reports below)",
+          file=sys.stderr, flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for attempt in (["apt-get", "install", "-y", "-q", "chromium"],
+                    ["sh", "-c", "apt-get update -q && apt-get install -y -q chromium"]):
+        if subprocess.call(attempt, env=env) == 0:
+            return
+    print("dev.py: chromium could not be installed: the dashboard's browser test will be skipped", file=sys.stderr)
 
 
 def ensure_installed(extras: str) -> None:

@@ -3,8 +3,9 @@
 The layers, lowest first (docs/development.md draws them):
 
 - the vocabulary: ``retain`` itself, ``errors``, ``windows``, ``durations``,
-  ``ids``, ``clock``, the shared machinery ``beats`` (a cadence) and ``daemon``
-  (a daemon's lifecycle), and the private boundaries ``_redis``, ``_fields``, ``_toml``;
+  ``ids``, ``clock``, the shared machinery ``beats`` (a cadence), ``daemon``
+  (a daemon's lifecycle) and ``logs`` (how it logs), and the private boundaries ``_redis``,
+  ``_fields``, ``_toml``;
 - ``retain.streams``: keys and the trim verb, on the vocabulary alone;
 - ``retain.archive``: on the vocabulary and ``retain.streams``;
 - ``retain.retention``: on the vocabulary, streams and archive;
@@ -12,6 +13,7 @@ The layers, lowest first (docs/development.md draws them):
 - ``retain.logd``: on the vocabulary and wire;
 - ``retain.docd``: on the vocabulary, wire and logd;
 - ``retain.servers``: the embedded servers, on the vocabulary (and the archive, to open one on a server);
+- ``retain.ops``: health, metrics and the dashboard a daemon serves, on the vocabulary and wire;
 - ``retain.cli`` and ``retain.demo`` sit on top and may import every part.
 
 Each part is checked twice: every ``import`` statement in its source, read
@@ -32,7 +34,7 @@ import retain
 
 SOURCE = Path(retain.__file__).resolve().parent
 VOCABULARY = {"retain", "retain.errors", "retain.windows", "retain.durations", "retain.ids", "retain.clock",
-              "retain.beats", "retain.daemon", "retain._redis", "retain._fields", "retain._toml"}
+              "retain.beats", "retain.daemon", "retain.logs", "retain._redis", "retain._fields", "retain._toml"}
 #: part -> the parts (besides itself) it may import
 ALLOWED = {
     "vocabulary": VOCABULARY,
@@ -43,6 +45,7 @@ ALLOWED = {
     "retain.logd": VOCABULARY | {"retain.wire"},
     "retain.docd": VOCABULARY | {"retain.wire", "retain.logd"},
     "retain.servers": VOCABULARY | {"retain.streams", "retain.archive"},
+    "retain.ops": VOCABULARY | {"retain.wire"},
 }
 
 

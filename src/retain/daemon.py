@@ -7,7 +7,7 @@ once it runs, in threads of its own; raises when it cannot) and ``stop()``
 (finishes the work in progress: the beat, the requests being answered) --
 and it does the rest, once for all of them:
 
-1. logging goes to stderr, one line per event (:func:`configure_logging`);
+1. logging goes to stderr, one line per event, as text or JSON (:func:`retain.logs.configure_logging`);
 2. SIGTERM and SIGINT are blocked in every thread before anything starts, so no
    handler ever runs in the middle of a beat or a commit; the main thread waits
    for them with ``sigwait``;
@@ -27,18 +27,17 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
 from retain.errors import RetainError, ServerStartError
+from retain.logs import configure_logging
 
-__all__ = ["STOP_SIGNALS", "Service", "configure_logging", "run_daemon"]
+__all__ = ["STOP_SIGNALS", "Service", "run_daemon"]
 
 #: the signals that stop a daemon gracefully
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class Service(Protocol):
@@ -47,11 +46,6 @@ class Service(Protocol):
     def start(self) -> object: ...
 
     def stop(self) -> object: ...
-
-
-def configure_logging(level: int = logging.INFO) -> None:
-    """Log to stderr, one line per event with its time, level and logger."""
-    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
 
 
 @contextmanager
@@ -65,7 +59,8 @@ def _stop_signals_blocked() -> Iterator[None]:
 
 
 def run_daemon(*services: Service, name: str, started: Callable[[], str], finishing: str = "the work in progress",
-               stopped: Callable[[], str] = lambda: "", log: logging.Logger | None = None) -> None:
+               stopped: Callable[[], str] = lambda: "", log: logging.Logger | None = None,
+               log_format: str = "text") -> None:
     """Start ``services`` in order, log ``started()``, run until SIGTERM or SIGINT, then stop them in reverse order
     (saying it finishes ``finishing``: ``the beat in progress``) and log ``<name> stopped`` followed by
     ``stopped()`` (``after 12 beats``).
@@ -74,7 +69,7 @@ def run_daemon(*services: Service, name: str, started: Callable[[], str], finish
         ServerStartError: a service could not start (its OSError or RetainError is the cause);
             the services started before it are stopped first.
     """
-    configure_logging()
+    configure_logging(log_format)
     log = log or logging.getLogger(f"retain.{name.replace(' ', '-')}")
     with _stop_signals_blocked():
         running = _start_all(services, name)

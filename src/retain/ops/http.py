@@ -1,0 +1,74 @@
+"""The operator's HTTP endpoints of a daemon: ``/healthz``, ``/readyz``, ``/metrics`` and the dashboard at ``/``.
+
+:func:`ops_routes` gives the routes, so logd can add them to the HTTP app it
+already serves; :class:`OpsServer` serves them alone on an address of their own
+(the retention driver's and the schedule's ``--http``), as a service
+:func:`retain.daemon.run_daemon` starts and stops.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from retain.ops.dashboard import DashboardPage, render_dashboard
+from retain.ops.health import Health
+from retain.wire import HostPort, HttpServer, ThreadedServer
+
+__all__ = ["OpsServer", "ops_routes"]
+
+
+def ops_routes(health: Health, registry: CollectorRegistry,
+               dashboard: Callable[[], DashboardPage] | None = None) -> list[BaseRoute]:
+    """``GET /healthz``, ``/readyz``, ``/metrics`` and, given a snapshot function, ``/`` (the dashboard)."""
+
+    async def healthz(request: Request) -> Response:
+        return Response(json.dumps({"alive": True}), 200, media_type="application/json")
+
+    async def readyz(request: Request) -> Response:
+        readiness = health.readiness()
+        return Response(json.dumps(readiness.to_document()), 200 if readiness.ready else 503,
+                        media_type="application/json")
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(registry), 200, media_type=CONTENT_TYPE_LATEST)
+
+    routes: list[BaseRoute] = [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
+                               Route("/metrics", metrics, methods=["GET"])]
+    if dashboard is not None:
+        snapshot = dashboard
+
+        async def page(request: Request) -> Response:
+            return HTMLResponse(render_dashboard(snapshot()))
+
+        routes.append(Route("/", page, methods=["GET"]))
+    return routes
+
+
+class OpsServer:
+    """The ops routes on ``address`` (port 0: any free one), in a thread: ``start()`` binds, ``stop()`` closes."""
+
+    def __init__(self, address: HostPort, health: Health, registry: CollectorRegistry,
+                 dashboard: Callable[[], DashboardPage] | None = None) -> None:
+        self._running = ThreadedServer(HttpServer(Starlette(routes=ops_routes(health, registry, dashboard)),
+                                                  address))
+
+    @property
+    def address(self) -> HostPort:
+        """The address bound, once started."""
+        bound = self._running.server.address
+        assert bound is not None, "the ops server is not started"
+        return bound
+
+    def start(self) -> None:
+        self._running.start()
+
+    def stop(self) -> None:
+        self._running.stop()
