@@ -63,8 +63,8 @@ def test_logd():
     and the retain request: its rules, the pure selection, the pass and its results."""
     assert sorted(retain.logd.__all__) == sorted([
         "AsyncClient", "AutoId", "Backend", "Client", "Compaction", "Delta", "Listing", "LogdKey", "LogdServer",
-        "Or", "Path", "Raw", "Read", "Schema", "ScopeInfo", "ServerThread", "Session", "Settings", "SqliteBackend",
-        "Store", "Tier", "Written", "parse",
+        "Or", "Path", "Raw", "Read", "Schema", "ScopeInfo", "PostgresBackend", "ServerThread", "Session", "Settings",
+        "SqliteBackend", "Store", "Tier", "Written", "parse",
         "RetainRequest", "RetainResult", "RetainRule", "RuleResult", "Selection", "parse_retain", "run_retain",
         "select",
     ])
@@ -79,7 +79,7 @@ def test_logd_errors():
         "PreconditionFailed": "precondition_failed",
         "SchemaViolation": "schema_violation", "StorageError": "storage_error",
         "ReadBudgetExceeded": "storage_error", "Unsupported": "unsupported", "NotFound": "not_found",
-        "Compacted": "compacted", "OwnerUnavailable": "unavailable",
+        "Compacted": "compacted", "OwnerUnavailable": "unavailable", "StorageUnavailable": "unavailable",
     }
 
 

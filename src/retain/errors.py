@@ -84,6 +84,7 @@ __all__ = [
     "ServerStartError",
     "ServerUnavailable",
     "StorageError",
+    "StorageUnavailable",
     "UnarchivableEntry",
     "Unsupported",
     "WrongTypeError",
@@ -222,6 +223,13 @@ class Compacted(LogdError):
 
 class OwnerUnavailable(LogdError, ServerUnavailable):
     """docd could not reach the owner of a path (logd or a controller), or it did not answer in time."""
+
+    code = "unavailable"
+
+
+class StorageUnavailable(StorageError, ServerUnavailable):
+    """logd's database could not be reached or its connection broke (PostgreSQL restarted, the network went):
+    nothing of the request was committed unless its answer said so; a later request may succeed."""
 
     code = "unavailable"
 

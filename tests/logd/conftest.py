@@ -1,7 +1,14 @@
-"""Fixtures for logd: a store on a real SQLite file in a temp dir, a clock the test moves, the store served."""
+"""Fixtures for logd: a store on each backend -- a real SQLite file in a temp dir, a database of its own on the
+session's real PostgreSQL -- a clock the test moves, the store served.
+
+``open_store`` and everything built on it (``store``, ``served``) is parametrized over both backends, so each
+test that takes them runs twice with the same assertions; a test that is about one backend's files says so in
+its name and asks for ``sqlite_only``/``postgres_only``.
+"""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import pytest
@@ -9,6 +16,9 @@ import pytest
 from retain.logd import ServerThread, Store
 from retain.logd.settings import Settings
 from tests.helpers.logd import LIMITS, FakeClock
+from tests.helpers.postgres import Databases
+
+BACKENDS = ("sqlite", "postgres")
 
 
 @pytest.fixture
@@ -16,13 +26,64 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+@pytest.fixture(scope="session")
+def pg_databases(postgres_server) -> Iterator[Databases]:
+    """Databases on the session's PostgreSQL, made and dropped per test."""
+    with Databases(postgres_server) as databases:
+        yield databases
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_name(request) -> str:
+    return request.param
+
+
 @pytest.fixture
-def open_store(tmp_path, clock):
-    """``open_store(**settings)``: a store on a fresh SQLite file, closed at the end."""
+def sqlite_only(backend_name) -> None:
+    """For a test about SQLite's own files (the WAL, the file's bytes): it runs on SQLite alone."""
+    if backend_name != "sqlite":
+        pytest.skip("about SQLite's files; PostgreSQL has its own test of the same")
+
+
+@pytest.fixture
+def postgres_only(backend_name) -> None:
+    """For a test about PostgreSQL's own tables: it runs on PostgreSQL alone."""
+    if backend_name != "postgres":
+        pytest.skip("about PostgreSQL's tables; SQLite has its own test of the same")
+
+
+_numbers = itertools.count()
+
+
+@pytest.fixture
+def store_target(backend_name, tmp_path, request) -> Iterator:
+    """``store_target(name)``: where a store called ``name`` lives in this test -- a file path or a database URL
+    (the same name is the same store, so a test can reopen it)."""
+    if backend_name == "sqlite":
+        yield lambda name="logd.sqlite3": str(tmp_path / name)
+        return
+    databases: Databases = request.getfixturevalue("pg_databases")
+    made: dict[str, str] = {}
+
+    def target(name: str = "logd.sqlite3") -> str:
+        if name not in made:
+            made[name] = databases.create(f"t{next(_numbers)}")
+        return made[name]
+
+    try:
+        yield target
+    finally:
+        for url in made.values():
+            databases.drop(url)
+
+
+@pytest.fixture
+def open_store(store_target, clock):
+    """``open_store(name, **settings)``: a store on a fresh SQLite file or PostgreSQL database, closed at the end."""
     opened: list[Store] = []
 
     def make(name: str = "logd.sqlite3", **settings) -> Store:
-        store = Store.open(str(tmp_path / name), settings=Settings(synchronous="normal", **settings), clock=clock)
+        store = Store.open(store_target(name), settings=Settings(synchronous="normal", **settings), clock=clock)
         opened.append(store)
         return store
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retain.errors import LogdError
-from retain.logd import Session, SqliteBackend, Store, run_retain
+from retain.logd import Session, Store, run_retain
 from retain.logd.draft import Draft
 from retain.logd.paths import parse
 from retain.logd.settings import Settings
@@ -87,9 +87,10 @@ def test_iter_items_is_list_items(tmp_path_factory, first, second, gone, scoped)
 class TestWhichPath:
     """The common case is answered in SQL; what the SQL cannot say exactly goes the general way."""
 
-    def spy(self, monkeypatch):
+    def spy(self, monkeypatch, store):
         paths: list[str] = []
-        real = SqliteBackend.delete_items
+        backend = type(store.backend)
+        real = backend.delete_items
 
         def delete_items(self, *args, **kwargs):
             paths.append("sql")
@@ -102,7 +103,7 @@ class TestWhichPath:
                 paths.append("general")
             return real_patch(self, ops, **kwargs)
 
-        monkeypatch.setattr(SqliteBackend, "delete_items", delete_items)
+        monkeypatch.setattr(backend, "delete_items", delete_items)
         monkeypatch.setattr(Session, "patch", patch)
         return paths
 
@@ -110,7 +111,7 @@ class TestWhichPath:
         """The seed's rules -- a map of jobs matched by status, a keyed array of events -- select and delete
         in SQL, in the seed's three batches."""
         seed_scene(store)
-        paths = self.spy(monkeypatch)
+        paths = self.spy(monkeypatch, store)
         assert run_retain(store.session(), load(SEED_REQUEST)[0]["retain"]).to_document() == SEED_RESULT
         assert paths == ["sql"] * 3
 
@@ -124,6 +125,6 @@ class TestWhichPath:
         ops = store.session()
         ops.set_schema(schema)
         ops.patch([{"set": "jobs", "value": {"j1": {"at": "2026-09-01T00:00:00Z", "tags": ["a"], "meta": {"x": 1}}}}])
-        paths = self.spy(monkeypatch)
+        paths = self.spy(monkeypatch, store)
         assert run_retain(ops, {"now": "2026-09-12T08:00:00Z", "what": [rule]}).deleted == 1
         assert paths == ["general"]

@@ -21,6 +21,7 @@ docd, streams or archive.
 
 from retain.logd.client import AsyncClient, Client
 from retain.logd.paths import Path, parse
+from retain.logd.postgres import PostgresBackend
 from retain.logd.retain import RetainResult, RuleResult, run_retain
 from retain.logd.retain_rules import RetainRequest, RetainRule, Selection, parse_retain, select
 from retain.logd.schema import Schema
@@ -43,6 +44,7 @@ __all__ = [
     "LogdServer",
     "Or",
     "Path",
+    "PostgresBackend",
     "Raw",
     "Read",
     "RetainRequest",

@@ -27,6 +27,7 @@ and ``Logd-Scope`` headers set the session. HTTP cannot stream, so ``watch`` the
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retain.logd.paths import Path
+from retain.logd.postgres import CommitFollower, PostgresBackend
 from retain.logd.retain import Step, drive_async
 from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
@@ -42,6 +44,8 @@ from retain.wire import (Format, HostPort, HttpServer, Limits, Link, Reply, Stre
                          answer_failure, frame, http_app)
 
 __all__ = ["LogdServer", "ServerThread"]
+
+log = logging.getLogger(__name__)
 
 _READERS = 4  # retain reads at once (each on a snapshot of its own); more wait for a reader
 
@@ -159,6 +163,8 @@ class LogdServer:
                         if listen is not None or socket_path is not None else None)
         self._http = HttpServer(http_app(self._answer_http, limits), http) if http is not None else None
         self._hub: _Hub | None = None
+        self._follower: CommitFollower | None = None
+        self._catching_up = threading.Event()  # a catch-up is queued on the writer: another would find nothing new
 
     @property
     def address(self) -> HostPort | None:
@@ -173,12 +179,33 @@ class LogdServer:
     async def start(self) -> None:
         self._hub = _Hub(asyncio.get_running_loop())
         self.store.listen(self._hub.publish)
+        backend = self.store.backend
+        if isinstance(backend, PostgresBackend):  # other servers commit too: their commits reach our watchers
+            self._follower = CommitFollower(backend.url, self._wake)
         if self._stream is not None:
             await self._stream.start()
         if self._http is not None:
             await self._http.start()
 
+    def _wake(self) -> None:
+        """Another server may have committed: the writer publishes what the log holds past our last commit."""
+        if not self._catching_up.is_set():
+            self._catching_up.set()
+            try:
+                self.writer.submit(self._catch_up)
+            except RuntimeError:  # shutting down
+                pass
+
+    def _catch_up(self) -> None:  # on the writer thread
+        self._catching_up.clear()
+        try:
+            self.store.catch_up()
+        except Exception:  # the database is away: the next wake tries again, nothing is skipped
+            log.warning("logd: reading other servers' commits failed", exc_info=True)
+
     async def aclose(self) -> None:
+        if self._follower is not None:
+            self._follower.close()
         if self._stream is not None:
             await self._stream.aclose()
         if self._http is not None:

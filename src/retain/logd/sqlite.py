@@ -228,6 +228,11 @@ class SqliteBackend(_Reads):
             self._db.execute("PRAGMA wal_autocheckpoint = 0")
             self._checkpoints = _Checkpointer(self.path, synchronous)
 
+    shared = False  # one process owns the file: what the store caches changes only through it
+
+    def generation(self) -> int:
+        return 0
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         try:

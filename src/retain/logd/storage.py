@@ -134,6 +134,13 @@ class Backend(Reads, Protocol):
 
     #: whether :meth:`reading` gives a connection of its own, so that a long read can run beside the writer
     reads_apart: bool
+    #: whether other stores (other servers) may write to the same rows: the store then re-reads what it
+    #: caches when :meth:`generation` moved, and publishes every server's commits from the log, in order
+    shared: bool
+
+    def generation(self) -> int:
+        """A number that grows whenever the schema, the compaction boundary or the snapshots change
+        (always 0 where no other store writes)."""
 
     def transaction(self) -> AbstractContextManager[None]:
         """One atomic, serialised write: every read inside sees the state it will commit over."""

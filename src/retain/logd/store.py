@@ -32,6 +32,7 @@ from retain.logd.ops import Delete, Op, parse_ops, parse_precondition
 from retain.logd.paths import ROOT, Path, check_key, parse
 from retain.logd.schema import Schema
 from retain.logd.settings import Settings
+from retain.logd.postgres import PostgresBackend, is_postgres_url
 from retain.logd.sqlite import SqliteBackend
 from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest
 from retain.logd.view import View, list_items, read_value
@@ -98,17 +99,40 @@ class Store:
         self.backend = backend
         self.settings = settings or Settings()
         self.clock = clock
-        schema = backend.meta("schema")
-        self.schema = Schema.parse(from_plain(json.loads(schema))) if schema else Schema()
-        self._boundary = int(backend.meta("boundary") or 0)
-        self._snapshots = backend.snapshots()
+        self._generation = -1
+        self._revalidate()
         self._listeners: list[Callable[[CommitRecord], None]] = []
+        self._published_up_to = self.head  # listeners have been told of every commit up to this one
 
     @classmethod
-    def open(cls, path: str, *, settings: Settings | None = None, clock: Clock = utc_now) -> Store:
-        """A store on the SQLite file ``path`` (made if missing)."""
+    def open(cls, target: str, *, settings: Settings | None = None, clock: Clock = utc_now) -> Store:
+        """A store on ``target``: a ``postgresql://user@host:port/db`` URL (the tables made on first open), or a
+        SQLite file path, plain or as ``sqlite:PATH`` (made if missing).
+
+        Raises:
+            StorageError: the database cannot be opened or holds a newer schema than this retain knows;
+                StorageUnavailable when PostgreSQL cannot be reached.
+        """
         settings = settings or Settings()
+        if is_postgres_url(target):
+            return cls(PostgresBackend(target), settings=settings, clock=clock)
+        path = target.removeprefix("sqlite:")
         return cls(SqliteBackend(path, synchronous=settings.synchronous), settings=settings, clock=clock)
+
+    def _revalidate(self) -> None:
+        """Re-read the schema, the compaction boundary and the snapshots if another store changed them since
+        this one read them. Called inside the transaction that relies on them (under the head row's lock), and
+        before a read checks its commit; with an unshared backend only the first call reads."""
+        if self._generation >= 0 and not self.backend.shared:
+            return
+        generation = self.backend.generation()
+        if generation == self._generation:
+            return
+        schema = self.backend.meta("schema")
+        self.schema = Schema.parse(from_plain(json.loads(schema))) if schema else Schema()
+        self._boundary = int(self.backend.meta("boundary") or 0)
+        self._snapshots = self.backend.snapshots()
+        self._generation = generation
 
     def __enter__(self) -> Store:
         return self
@@ -133,8 +157,23 @@ class Store:
         return Session(self, author, scope, scope_id)
 
     def listen(self, listener: Callable[[CommitRecord], None]) -> None:
-        """Call ``listener(record)`` after every commit is durable."""
+        """Call ``listener(record)`` after every commit is durable, once each and in commit order -- on a
+        shared backend every store's commits, as :meth:`catch_up` finds them in the log."""
+        self._published_up_to = self.head
         self._listeners.append(listener)
+
+    def catch_up(self) -> int:
+        """Tell the listeners of every commit after the last one they were told of (other servers' commits,
+        on a shared backend), in order; returns the commit they have now been told of. Call it from the
+        thread that writes (the server's writer), so that it interleaves with this store's own commits."""
+        if not self.backend.shared:
+            return self._published_up_to
+        first = self._published_up_to + 1
+        if first > self.backend.head()[0]:
+            return self._published_up_to
+        for record in self.backend.commits(first, [BASELINE, *(scope.id for scope in self.backend.scopes())]):
+            self._tell(record)
+        return self._published_up_to
 
     def scopes(self) -> list[ScopeInfo]:
         return [ScopeInfo(record.name, record.created) for record in self.backend.scopes()]
@@ -155,6 +194,7 @@ class Store:
     def compact(self, now: datetime | None = None) -> Compaction:
         """Fold history older than ``compaction.cutoff`` into the kept snapshots; honour the horizon."""
         now_s = (now or self.clock()).timestamp()
+        self._revalidate()
         head = self.head
         cutoff = now_s - self.settings.cutoff.total_seconds()
         new = history.boundary(self._boundary, head, self.backend.first_commit_since(cutoff))
@@ -174,6 +214,7 @@ class Store:
             InvalidRequest: ``at`` is not a commit number up to the head.
             Compacted: no kept snapshot serves ``at``; names the nearest kept commits.
         """
+        self._revalidate()
         head = self.head
         if at is None:
             return head
@@ -196,6 +237,7 @@ class Store:
         when = self.clock().timestamp()
         with self.backend.transaction():
             head, last_time = self.backend.head()
+            self._revalidate()
             view = View(self.backend, head, session.scope_id)
             if plain:
                 records: NewRecords = list(ops)  # type: ignore[arg-type]
@@ -239,6 +281,7 @@ class Store:
         try:
             with self.backend.transaction():
                 head, last_time = self.backend.head()
+                self._revalidate()
                 row = View(self.backend, head, scope).row(container_key)
                 if row is None or row.kind == GONE or \
                         self.backend.delete_items(scope, container_key, items, test, head, head + 1) != len(items):
@@ -256,13 +299,25 @@ class Store:
         return self._published(record)
 
     def _published(self, record: CommitRecord) -> Written:
-        """Tell every listener of a durable commit."""
+        """Tell every listener of a durable commit -- after the commits before it that other stores made."""
+        if self.backend.shared and record.number > self._published_up_to + 1:
+            earlier = [BASELINE, *(scope.id for scope in self.backend.scopes())]
+            for other in self.backend.commits(self._published_up_to + 1, earlier):
+                if other.number >= record.number:
+                    break
+                self._tell(other)
+        self._tell(record)
+        return Written(record.number)
+
+    def _tell(self, record: CommitRecord) -> None:
+        if record.number <= self._published_up_to:
+            return  # told already
+        self._published_up_to = record.number
         for listener in self._listeners:
             try:
                 listener(record)
             except Exception:  # the commit is durable already; a listener's failure must not undo the answer
                 log.exception("logd: commit listener failed on commit %d", record.number)
-        return Written(record.number)
 
 
 class _GuardFailed(Exception):
@@ -329,7 +384,11 @@ class Session:
             Compacted: deltas from ``first`` were folded away; read the current state and watch from there.
         """
         prefix = ROOT if path is None else _read_path(path)
-        start = self.store.head + 1 if first is None else first
+        store = self.store
+        store._revalidate()
+        # On a shared backend the backlog ends where the listeners' commits begin: every commit once.
+        last = store.catch_up() if store.backend.shared else None
+        start = (last if last is not None else store.head) + 1 if first is None else first
         if type(start) is not int or start < 1:
             raise InvalidRequest(f"from must be a commit number >= 1 (got {first!r})")
         if start < self.store._boundary:
@@ -337,6 +396,8 @@ class Session:
                             f"commit and watch from there", nearest=(None, self.store._boundary))
         scopes = (BASELINE,) if self.scope_id == BASELINE else (BASELINE, self.scope_id)
         for record in self.store.backend.commits(start, scopes):
+            if last is not None and record.number > last:
+                return
             delta = delta_for(record, prefix)
             if delta is not None:
                 yield delta

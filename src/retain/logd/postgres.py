@@ -1,0 +1,594 @@
+"""The shared backend: PostgreSQL through psycopg 3, for a store past one machine and several servers on it.
+
+The tables are SQLite's (:mod:`retain.logd.sqlite`) in PostgreSQL's words --
+``nodes(scope, key, rev, kind, value)``, ``commits``, ``scopes``, ``snapshots``,
+``meta`` -- plus two of its own:
+
+- ``logd_version``: the schema version (:data:`SCHEMA_VERSION`). On open, a database with no
+  tables gets them; an older version is migrated forward one step at a time (each step in
+  the transaction that records it); a newer one is refused (a newer retain wrote it).
+- ``head``: one row, the newest commit's number and time and a ``generation`` that grows
+  whenever the schema, the compaction boundary or the snapshots change. Every writing
+  transaction takes it first, ``SELECT ... FOR UPDATE``: writers on every server queue on that
+  row, so commit numbers stay gapless and in one total order, and everything a transaction
+  reads after it (the head, a precondition's records, a guard's items) is the state it commits
+  over.
+
+Keys are ``text COLLATE "C"``: byte order, so the separator (``\\x1f``) sorts below every key
+character as in SQLite and a subtree is one key range, whatever the database's locale.
+
+Each commit also sends ``NOTIFY logd_commit`` (delivered when it commits):
+:class:`CommitFollower` listens on a connection of its own and wakes a server, which then reads
+the commit log from the last commit it published -- the log is the truth, a notification only
+says when to look, so one lost loses nothing.
+
+A retain rule's selection reads, page by page on a snapshot, only the fields the rule names of
+each item (``value::jsonb -> name``), and decides in Python with the same functions the pure
+selection uses; a batch's guard and tombstones are one ``INSERT ... SELECT ... RETURNING`` whose
+rows say whether every item's guard held (jsonb operators: the stamp's text, the match as jsonb
+equality). Rules that read deeper than the item's own leaves take the general path.
+
+Every psycopg error becomes a :class:`~retain.errors.StorageError`; a lost connection (the
+server restarted, the network went) :class:`~retain.errors.StorageUnavailable` (``unavailable``
+on the wire), and the next request reconnects.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+
+from retain.clock import parse_rfc3339
+from retain.errors import StorageError, StorageUnavailable
+from retain.logd.match import matches
+from retain.logd.storage import SEP, CommitRecord, ItemTest, Row, ScopeRecord, Selected, Selection
+from retain.wire import Or
+
+__all__ = ["CHANNEL", "SCHEMA_VERSION", "CommitFollower", "PostgresBackend", "is_postgres_url"]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+SCHEMA_VERSION = 1
+CHANNEL = "logd_commit"
+_AFTER_SEP = chr(ord(SEP) + 1)
+_PAGE = 20000  # records one selection page reads at most
+_COPY_FROM = 64  # rows from which a write goes by COPY rather than one INSERT each
+_EXACT = 2 ** 53
+
+# Version 1: what every later step starts from. Each later version appends one step to _MIGRATIONS.
+_MIGRATIONS: tuple[str, ...] = ("""
+CREATE TABLE nodes (scope integer NOT NULL, key text COLLATE "C" NOT NULL, rev bigint NOT NULL,
+                    kind smallint NOT NULL, value text);
+CREATE UNIQUE INDEX nodes_version ON nodes (scope, key, rev DESC);
+CREATE TABLE commits (number bigint PRIMARY KEY, time double precision NOT NULL, author text NOT NULL,
+                      scope integer NOT NULL, ops text);
+CREATE INDEX commits_time ON commits (time);
+CREATE TABLE scopes (id integer PRIMARY KEY, name text COLLATE "C" NOT NULL UNIQUE, created bigint NOT NULL);
+CREATE TABLE snapshots (rev bigint PRIMARY KEY);
+CREATE TABLE meta (name text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE head (one boolean PRIMARY KEY DEFAULT true CHECK (one), number bigint NOT NULL,
+                   time double precision NOT NULL, generation bigint NOT NULL);
+INSERT INTO head (number, time, generation) VALUES (0, 0, 0);
+""",)
+
+_PRUNE_VERSIONS = """
+DELETE FROM nodes WHERE (scope, key, rev) IN (
+    SELECT scope, key, version FROM (
+        SELECT scope, key, rev AS version, LEAD(rev) OVER (PARTITION BY scope, key ORDER BY rev) AS successor
+        FROM nodes WHERE rev <= %(boundary)s) AS v
+    WHERE version < %(boundary)s AND successor IS NOT NULL AND successor <= %(boundary)s
+      AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.rev >= version AND s.rev < successor))
+"""
+_PRUNE_TOMBSTONES = """
+DELETE FROM nodes WHERE scope = 0 AND kind = 0 AND rev < %(boundary)s
+  AND NOT EXISTS (SELECT 1 FROM nodes o WHERE o.scope = 0 AND o.key = nodes.key AND o.rev < nodes.rev)
+"""
+
+
+def is_postgres_url(target: str) -> bool:
+    """Whether a store target names PostgreSQL (``postgresql://`` or ``postgres://``) rather than a SQLite file."""
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def _storage_error(exc: psycopg.Error) -> StorageError:
+    if isinstance(exc, psycopg.OperationalError) or getattr(exc, "sqlstate", None) in (
+            "57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004"):
+        return StorageUnavailable(f"postgres unavailable: {exc}".strip())
+    return StorageError(f"postgres: {exc}".strip())
+
+
+def _translated(method: Callable[..., _T]) -> Callable[..., _T]:
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> _T:
+        try:
+            return method(*args, **kwargs)
+        except psycopg.Error as exc:
+            raise _storage_error(exc) from exc
+    return wrapper
+
+
+def _translated_iter(method: Callable[..., Iterator[_T]]) -> Callable[..., Iterator[_T]]:
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Iterator[_T]:
+        try:
+            yield from method(*args, **kwargs)
+        except psycopg.Error as exc:
+            raise _storage_error(exc) from exc
+    return wrapper
+
+
+def _scopes(scope: int, table: str = "") -> str:
+    return f"{table}scope = 0" if scope == 0 else f"{table}scope IN (0, {int(scope)})"
+
+
+class _Reads:
+    """The reads of :class:`~retain.logd.storage.Reads` over one psycopg connection."""
+
+    def __init__(self, db: psycopg.Connection[Any]) -> None:
+        self._db = db
+
+    def _conn(self) -> psycopg.Connection[Any]:
+        return self._db
+
+    @_translated
+    def head(self) -> tuple[int, float]:
+        row = self._conn().execute("SELECT number, time FROM head").fetchone()
+        return (int(row[0]), float(row[1])) if row else (0, 0.0)
+
+    @_translated
+    def latest(self, scope: int, key: str, at: int) -> Row | None:
+        row = self._conn().execute("SELECT kind, value FROM nodes WHERE scope = %s AND key = %s AND rev <= %s "
+                                   "ORDER BY rev DESC LIMIT 1", (scope, key, at)).fetchone()
+        return Row(key, row[0], row[1]) if row else None
+
+    @_translated_iter
+    def scan(self, scope: int, key: str, at: int, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
+        extra = ""
+        params: tuple[Any, ...]
+        if end is not None:
+            params = (scope, key, end, at)
+        elif children:
+            extra = "AND strpos(substr(key, %s), chr(31)) = 0 "
+            params = (scope, key + SEP, key + _AFTER_SEP, at, len(key) + 2)
+        else:
+            params = (scope, key, key + _AFTER_SEP, at)
+        query = ("SELECT DISTINCT ON (key) key, kind, value FROM nodes WHERE scope = %s AND key >= %s AND key < %s "
+                 f"AND rev <= %s {extra}ORDER BY key, rev DESC")
+        with self._conn().cursor() as cursor:
+            cursor.execute(query, params)
+            while batch := cursor.fetchmany(2000):
+                for found, kind, value in batch:
+                    yield Row(found, kind, value)
+
+    @_translated
+    def select_items(self, scope: int, container: str, at: int, test: ItemTest, cutoff: datetime | None,
+                     limit: int) -> Selected | None:
+        fields = _flat_fields(test)
+        if fields is None:
+            return None
+        # The view's newest version of every record below the container (the scope's before the baseline's),
+        # page by page in key order; of each item (a direct child) only the fields the rule names.
+        picks = ", ".join(f"(CASE WHEN kind = 1 THEN (value::jsonb -> %(f{i})s)::text END)"
+                          for i in range(len(fields)))
+        query = (f"SELECT key, kind, {picks} FROM (SELECT DISTINCT ON (key) key, kind, value FROM nodes "
+                 f"WHERE {_scopes(scope)} AND key > %(after)s AND key < %(end)s AND rev <= %(at)s "
+                 "ORDER BY key, scope DESC, rev DESC LIMIT %(page)s) AS v")
+        params: dict[str, Any] = {f"f{i}": name for i, name in enumerate(fields)} | {"at": at}
+        expired: list[tuple[str, str]] = []
+        unreadable = records = 0
+        after, end, cut = container + SEP, container + _AFTER_SEP, len(container) + 1
+        while records < limit:
+            page = min(_PAGE, limit - records)
+            rows = self._conn().execute(query, params | {"after": after, "end": end, "page": page}).fetchall()
+            for key, kind, *picked in rows:
+                if kind == 0:
+                    continue
+                records += 1
+                name = key[cut:]
+                if SEP in name:
+                    continue  # a record beneath an item: counted against the budget, no item
+                item = {field: json.loads(text) for field, text in zip(fields, picked) if text is not None}
+                stamp = item.get(test.age[0])
+                stamped = parse_rfc3339(stamp) if isinstance(stamp, str) else None
+                if stamp is None or stamped is None:
+                    unreadable += 1
+                elif isinstance(stamp, str) and cutoff is not None and stamped <= cutoff and (test.match is None or matches(test.match, item)):
+                    expired.append((name, stamp))
+            if len(rows) < page:
+                break
+            after = rows[-1][0]
+        return Selected(Selection(tuple(expired), unreadable), records)
+
+
+def _flat_fields(test: ItemTest) -> list[str] | None:
+    """The item fields a flat test reads (the age's one name, then the match's), or None when the test reads
+    deeper than the item's own leaves or names a number jsonb and Python may compare differently."""
+    if len(test.age) != 1:
+        return None
+    names = [test.age[0]]
+    for name, pattern in (test.match or {}).items():
+        alternatives = pattern.alternatives if isinstance(pattern, Or) else (pattern,)
+        for alternative in alternatives:
+            if isinstance(alternative, (Mapping, list, Or)):
+                return None
+            if isinstance(alternative, float) and not math.isfinite(alternative):
+                return None
+            if isinstance(alternative, (int, float)) and not isinstance(alternative, bool) and \
+                    abs(alternative) > _EXACT:
+                return None
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _guard(test: ItemTest, value: str) -> tuple[str, dict[str, Any]]:
+    """The SQL guard of one flat item over its JSON ``value``: its stamp is still the text read (``mark``) and
+    its match holds (jsonb equality of each named leaf with the pattern: a number equals a number, never a bool)."""
+    params: dict[str, Any] = {"age": test.age[0]}
+    terms = [f"jsonb_typeof({value} -> %(age)s) = 'string'", f"{value} ->> %(age)s = mark"]
+    for index, (name, pattern) in enumerate((test.match or {}).items()):
+        params[f"m{index}"] = name
+        alternatives = pattern.alternatives if isinstance(pattern, Or) else (pattern,)
+        options = []
+        for number, alternative in enumerate(alternatives):
+            params[f"m{index}_{number}"] = json.dumps(alternative)
+            options.append(f"{value} -> %(m{index})s = %(m{index}_{number})s::jsonb")
+        terms.append("(" + " OR ".join(options) + ")")
+    return " AND ".join(terms), params
+
+
+class PostgresBackend(_Reads):
+    """A :class:`~retain.logd.storage.Backend` on one PostgreSQL database (``postgresql://...``).
+
+    Several backends (in several processes, on several machines) may share one database: every write takes
+    the ``head`` row first, and :attr:`shared` tells the store to re-validate what it caches.
+    """
+
+    reads_apart = True
+    shared = True
+
+    def __init__(self, url: str, *, connect_timeout: float = 10) -> None:
+        if not is_postgres_url(url):
+            raise StorageError(f"a PostgreSQL store is named by a postgresql:// URL (got {url!r})")
+        self.url = url
+        self._timeout = connect_timeout
+        self._lock = threading.RLock()
+        self._writer: psycopg.Connection[Any] | None = None
+        self._in_transaction = False
+        self._head: tuple[int, float] | None = None  # read under the head row's lock, inside a transaction
+        db = self._connect()
+        super().__init__(db)
+        self._writer = db
+        try:
+            _migrate(db)
+        except psycopg.Error as exc:
+            db.close()
+            raise _storage_error(exc) from exc
+        except BaseException:
+            db.close()
+            raise
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(1, self._timeout)))
+        except psycopg.Error as exc:
+            raise _storage_error(exc) from exc
+
+    def _conn(self) -> psycopg.Connection[Any]:
+        """The writer's connection, made again when the one before broke (a server restart, a network cut)."""
+        if self._writer is None or self._writer.closed or self._writer.broken:
+            if self._in_transaction:
+                raise StorageUnavailable("postgres unavailable: the connection broke inside a transaction")
+            if self._writer is not None:
+                self._writer.close()
+            self._writer = self._connect()
+        return self._writer
+
+    # -- writing --------------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            try:
+                db = self._conn()
+                db.execute("BEGIN")
+                self._in_transaction = True
+                row = db.execute("SELECT number, time FROM head FOR UPDATE").fetchone()
+                assert row is not None, "the head row is made with the tables"
+                self._head = (int(row[0]), float(row[1]))
+            except psycopg.Error as exc:
+                self._in_transaction, self._head = False, None
+                self._rollback()
+                raise _storage_error(exc) from exc
+            try:
+                yield
+            except BaseException:
+                self._in_transaction, self._head = False, None
+                self._rollback()
+                raise
+            try:
+                self._in_transaction, self._head = False, None
+                db.execute("COMMIT")
+            except psycopg.Error as exc:
+                self._rollback()
+                raise _storage_error(exc) from exc
+
+    def _rollback(self) -> None:
+        db = self._writer
+        if db is None or db.closed or db.broken:
+            return
+        try:
+            db.execute("ROLLBACK")
+        except psycopg.Error:
+            db.close()  # the next request connects afresh
+
+    def head(self) -> tuple[int, float]:
+        if self._head is not None:
+            return self._head
+        return super().head()
+
+    @_translated
+    def generation(self) -> int:
+        """How often the schema, the compaction boundary or the snapshots changed: the store re-reads them
+        when this moved (inside a transaction: under the head row's lock)."""
+        row = self._conn().execute("SELECT generation FROM head").fetchone()
+        return int(row[0]) if row else 0
+
+    @_translated
+    def write(self, record: CommitRecord, rows: Iterable[Row], meta: dict[str, str] | None = None) -> None:
+        db = self._conn()
+        scope, number = record.scope, record.number
+        rows = rows if isinstance(rows, list) else list(rows)
+        with db.cursor() as cursor:
+            if len(rows) >= _COPY_FROM:
+                with cursor.copy("COPY nodes (scope, key, rev, kind, value) FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row((scope, row.key, number, row.kind, row.value))
+            elif rows:
+                cursor.executemany("INSERT INTO nodes (scope, key, rev, kind, value) VALUES (%s, %s, %s, %s, %s)",
+                                   [(scope, row.key, number, row.kind, row.value) for row in rows])
+            delta = record.delta
+            if delta is None:
+                delta = json.dumps(list(record.ops or ()), separators=(",", ":"))
+            cursor.execute("INSERT INTO commits (number, time, author, scope, ops) VALUES (%s, %s, %s, %s, %s)",
+                           (number, record.time, record.author, scope, delta))
+            for name, value in (meta or {}).items():
+                cursor.execute("INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE "
+                               "SET value = excluded.value", (name, value))
+            cursor.execute("UPDATE head SET number = %s, time = %s, generation = generation + %s",
+                           (number, record.time, 1 if meta else 0))
+            cursor.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(number)))
+        self._head = (number, record.time)
+
+    @_translated
+    def absent(self, scope: int, keys: Sequence[str], at: int) -> bool:
+        if not keys:
+            return True
+        db = self._conn()
+        first, last = min(keys), max(keys)
+        if db.execute(f"SELECT 1 FROM nodes WHERE {_scopes(scope)} AND key >= %s AND key < %s AND rev <= %s LIMIT 1",
+                      (first, last + _AFTER_SEP, at)).fetchone() is None:
+            return True
+        found = db.execute(
+            f"SELECT 1 FROM unnest(%s::text[]) AS b(k) JOIN nodes AS n ON {_scopes(scope, 'n.')} "
+            "AND n.key >= (b.k COLLATE \"C\") AND n.key < ((b.k || chr(32)) COLLATE \"C\") AND n.rev <= %s LIMIT 1",
+            (list(keys), at)).fetchone()
+        return found is None
+
+    @_translated
+    def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
+                     at: int, rev: int) -> int:
+        if _flat_fields(test) is None:
+            raise StorageError(f"delete_items: this backend cannot say {test} in SQL; select_items answered None")
+        db = self._conn()
+        prefix = container + SEP
+        guard, params = _guard(test, "v.value::jsonb")
+        params |= {"names": [name for name, _ in items], "marks": [mark for _, mark in items], "prefix": prefix,
+                   "at": at, "rev": rev, "scope": scope}
+        # The view's newest version of each item; its tombstone where it is a map record and its guard holds.
+        statement = (
+            "INSERT INTO nodes (scope, key, rev, kind, value) SELECT %(scope)s, v.key, %(rev)s, 0, NULL FROM ("
+            "SELECT DISTINCT ON (b.name) (%(prefix)s || b.name) COLLATE \"C\" AS key, b.mark, n.kind, n.value "
+            "FROM unnest(%(names)s::text[], %(marks)s::text[]) AS b(name, mark) JOIN nodes AS n "
+            f"ON {_scopes(scope, 'n.')} AND n.key = (%(prefix)s || b.name) COLLATE \"C\" AND n.rev <= %(at)s "
+            "ORDER BY b.name, n.scope DESC, n.rev DESC) AS v "
+            f"WHERE v.kind = 1 AND {guard} RETURNING key")
+        held = len(db.execute(statement, params).fetchall())
+        if held == len(items):
+            # Every record beneath a deleted item goes with it (the view's newest version of each, unless gone).
+            db.execute(
+                "INSERT INTO nodes (scope, key, rev, kind, value) SELECT %(scope)s, key, %(rev)s, 0, NULL FROM ("
+                "SELECT DISTINCT ON (n.key) n.key, n.kind FROM unnest(%(names)s::text[]) AS b(name) JOIN nodes AS n "
+                f"ON {_scopes(scope, 'n.')} AND n.key > (%(prefix)s || b.name || chr(31)) COLLATE \"C\" "
+                "AND n.key < (%(prefix)s || b.name || chr(32)) COLLATE \"C\" AND n.rev <= %(at)s "
+                "ORDER BY n.key, n.scope DESC, n.rev DESC) AS d WHERE kind <> 0",
+                {"names": params["names"], "prefix": prefix, "at": at, "rev": rev, "scope": scope})
+        return held
+
+    # -- the log, meta, scopes ----------------------------------------------------------------------
+
+    @_translated_iter
+    def commits(self, first: int, scopes: Sequence[int]) -> Iterator[CommitRecord]:
+        for record in self.commit_pages(first, list(scopes)):
+            yield record
+
+    def commit_pages(self, first: int, scopes: list[int] | None, page: int = 1000) -> Iterator[CommitRecord]:
+        """Commits numbered ``first`` and later in order (of ``scopes``, None: every scope), a page per query."""
+        db = self._conn()
+        where = "" if scopes is None else "AND scope = ANY(%(scopes)s) "
+        while True:
+            rows = db.execute("SELECT number, time, author, scope, ops FROM commits WHERE number >= %(first)s "
+                              f"{where}ORDER BY number LIMIT %(page)s",
+                              {"first": first, "scopes": scopes, "page": page}).fetchall()
+            for number, time, author, scope, ops in rows:
+                yield CommitRecord(int(number), float(time), author, scope,
+                                   None if ops is None else tuple(json.loads(ops)))
+            if len(rows) < page:
+                return
+            first = int(rows[-1][0]) + 1
+
+    @_translated
+    def meta(self, name: str) -> str | None:
+        row = self._conn().execute("SELECT value FROM meta WHERE name = %s", (name,)).fetchone()
+        return row[0] if row else None
+
+    @_translated
+    def scopes(self) -> list[ScopeRecord]:
+        return [ScopeRecord(*row) for row in self._conn().execute(
+            "SELECT id, name, created FROM scopes ORDER BY name")]
+
+    @_translated
+    def create_scope(self, name: str) -> ScopeRecord:
+        with self.transaction():
+            db = self._conn()
+            row = db.execute("SELECT id, name, created FROM scopes WHERE name = %s", (name,)).fetchone()
+            if row is None:
+                created = self.head()[0]
+                # Ids are never reused: a dropped scope's commits stay in the log under its old id.
+                next_id = db.execute("SELECT coalesce(max(scope), 0) + 1 FROM "
+                                     "(SELECT id AS scope FROM scopes UNION ALL SELECT max(scope) FROM commits) AS s"
+                                     ).fetchone()
+                assert next_id is not None
+                row = (int(next_id[0]), name, created)
+                db.execute("INSERT INTO scopes (id, name, created) VALUES (%s, %s, %s)", row)
+        return ScopeRecord(*row)
+
+    @_translated
+    def drop_scope(self, scope: int) -> None:
+        with self.transaction():
+            db = self._conn()
+            db.execute("DELETE FROM nodes WHERE scope = %s", (scope,))
+            db.execute("DELETE FROM scopes WHERE id = %s", (scope,))
+
+    # -- history ----------------------------------------------------------------------------------
+
+    @_translated
+    def first_commit_since(self, time: float) -> int | None:
+        row = self._conn().execute("SELECT min(number) FROM commits WHERE time >= %s", (time,)).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    @_translated
+    def last_per_bucket(self, below: int, since: float | None, every: float) -> list[int]:
+        rows = self._conn().execute(
+            "SELECT max(number) FROM commits WHERE number < %s AND time >= %s GROUP BY trunc(time / %s)",
+            (below, float("-inf") if since is None else since, every))
+        return [int(row[0]) for row in rows]
+
+    @_translated
+    def snapshots(self) -> list[int]:
+        return [int(row[0]) for row in self._conn().execute("SELECT rev FROM snapshots ORDER BY rev")]
+
+    @_translated
+    def prune(self, boundary: int, snapshots: Sequence[int]) -> int:
+        with self.transaction():
+            db = self._conn()
+            with db.cursor() as cursor:
+                cursor.execute("DELETE FROM snapshots")
+                cursor.executemany("INSERT INTO snapshots (rev) VALUES (%s)", [(rev,) for rev in snapshots])
+                removed = cursor.execute(_PRUNE_VERSIONS, {"boundary": boundary}).rowcount
+                removed += cursor.execute(_PRUNE_TOMBSTONES, {"boundary": boundary}).rowcount
+                cursor.execute("UPDATE commits SET ops = NULL WHERE number < %s AND ops IS NOT NULL", (boundary,))
+                cursor.execute("INSERT INTO meta (name, value) VALUES ('boundary', %s) ON CONFLICT (name) DO UPDATE "
+                               "SET value = excluded.value", (str(boundary),))
+                cursor.execute("UPDATE head SET generation = generation + 1")
+        return removed
+
+    @_translated
+    def reclaim(self) -> None:
+        """VACUUM the tables compaction deletes from: the removed versions' space is free to reuse and no
+        longer readable from the table's pages once no snapshot older than the prune holds them."""
+        with self._lock:
+            db = self._conn()
+            db.execute("VACUUM nodes")
+            db.execute("VACUUM commits")
+
+    @contextmanager
+    def reading(self) -> Iterator[_Reads]:
+        try:
+            db = psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(1, self._timeout)))
+        except psycopg.Error as exc:
+            raise _storage_error(exc) from exc
+        try:
+            try:
+                db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                db.execute("SELECT 1 FROM head").fetchall()  # the snapshot starts at the first read
+            except psycopg.Error as exc:
+                raise _storage_error(exc) from exc
+            yield _Reads(db)
+        finally:
+            db.close()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+def _migrate(db: psycopg.Connection[Any]) -> None:
+    """Create the tables on a database without them; step an older schema forward; refuse a newer one.
+
+    Two servers opening one new database at once: a transaction-level advisory lock lets one create."""
+    with db.transaction():
+        db.execute("SELECT pg_advisory_xact_lock(hashtext('retain.logd.schema'))")
+        exists = db.execute("SELECT to_regclass('logd_version') IS NOT NULL").fetchone()
+        version = 0
+        if exists and exists[0]:
+            row = db.execute("SELECT version FROM logd_version").fetchone()
+            version = int(row[0]) if row else 0
+        else:
+            db.execute("CREATE TABLE logd_version (version integer NOT NULL)")
+            db.execute("INSERT INTO logd_version (version) VALUES (0)")
+        if version > SCHEMA_VERSION:
+            raise StorageError(f"this logd database has schema version {version}; this retain knows up to "
+                               f"{SCHEMA_VERSION}: upgrade retain")
+        for step in range(version, SCHEMA_VERSION):
+            db.execute(sql.SQL(_MIGRATIONS[step]))
+            db.execute("UPDATE logd_version SET version = %s", (step + 1,))
+
+
+class CommitFollower:
+    """Wakes ``wake()`` whenever any server commits to the database (``LISTEN logd_commit``), and at least every
+    ``every`` seconds (a notification lost to a reconnect costs at most that long, never a commit)."""
+
+    def __init__(self, url: str, wake: Callable[[], None], *, every: float = 1.0) -> None:
+        self.url, self._wake, self._every = url, wake, every
+        self._closing = threading.Event()
+        self._db: psycopg.Connection[Any] | None = None
+        self._thread = threading.Thread(target=self._run, name="logd-follow", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._closing.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as db:
+                    self._db = db
+                    db.execute(f"LISTEN {CHANNEL}")
+                    self._wake()  # whatever was committed while this was not listening
+                    while not self._closing.is_set():
+                        # A notification, or the pause's end: either way the log says what is new.
+                        for _ in db.notifies(timeout=self._every, stop_after=1):
+                            pass
+                        if self._closing.is_set():
+                            return
+                        self._wake()
+            except psycopg.Error as exc:
+                if self._closing.is_set():
+                    return
+                log.warning("logd: listening for other servers' commits failed (%s); retrying", exc)
+                self._closing.wait(min(self._every, 1.0))
+            finally:
+                self._db = None
+
+    def close(self) -> None:
+        self._closing.set()
+        self._thread.join(timeout=self._every + 5)
