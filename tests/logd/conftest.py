@@ -2,8 +2,9 @@
 session's real PostgreSQL -- a clock the test moves, the store served.
 
 ``open_store`` and everything built on it (``store``, ``served``) is parametrized over both backends, so each
-test that takes them runs twice with the same assertions; a test that is about one backend's files says so in
-its name and asks for ``sqlite_only``/``postgres_only``.
+test that takes them runs twice with the same assertions. Where a test looks past the store at its storage
+(what compaction leaves), :func:`tests.helpers.postgres.raw_scalar` reads either; the horizon test checks
+SQLite's file bytes and PostgreSQL's row versions after VACUUM.
 """
 
 from __future__ import annotations
@@ -36,20 +37,6 @@ def pg_databases(postgres_server) -> Iterator[Databases]:
 @pytest.fixture(params=BACKENDS)
 def backend_name(request) -> str:
     return request.param
-
-
-@pytest.fixture
-def sqlite_only(backend_name) -> None:
-    """For a test about SQLite's own files (the WAL, the file's bytes): it runs on SQLite alone."""
-    if backend_name != "sqlite":
-        pytest.skip("about SQLite's files; PostgreSQL has its own test of the same")
-
-
-@pytest.fixture
-def postgres_only(backend_name) -> None:
-    """For a test about PostgreSQL's own tables: it runs on PostgreSQL alone."""
-    if backend_name != "postgres":
-        pytest.skip("about PostgreSQL's tables; SQLite has its own test of the same")
 
 
 _numbers = itertools.count()

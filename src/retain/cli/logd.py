@@ -29,8 +29,10 @@ def logd() -> None:
 
 
 @logd.command("serve")
-@click.option("--db", default="logd.sqlite3", show_default=True,
-              help="SQLite file holding the store (made if missing).")
+@click.option("--db", default="logd.sqlite3", show_default=True, envvar="RETAIN_LOGD_DB", show_envvar=True,
+              help="Where the store lives: a SQLite file (PATH or sqlite:PATH, made if missing) or a PostgreSQL "
+                   "database (postgresql://USER@HOST:PORT/DB, tables made on first open; several servers may "
+                   "share one).")
 @click.option("--listen", help=f"TCP HOST:PORT for the document stream [default: {DEFAULT_LISTEN} unless --socket].")
 @click.option("--socket", "socket_path", help="Unix socket PATH for the document stream, instead of --listen.")
 @click.option("--http", help="Also serve HTTP POST / on HOST:PORT (for curl).")
@@ -56,6 +58,7 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
     Example:
         retain logd serve --db logd.sqlite3
         retain logd serve --socket /tmp/logd.sock --http 127.0.0.1:7421 --horizon 1y
+        retain logd serve --db postgresql://logd@db.internal:5432/logd --listen 0.0.0.0:7420
     """
     from retain.daemon import run_daemon
     from retain.logd import Store
@@ -72,7 +75,10 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
     settings = Settings.from_options(read_budget=read_budget, synchronous=synchronous, cutoff=cutoff, tiers=tiers,
                                      horizon=horizon)
 
-    made = not Path(db).exists()
+    from retain.logd.postgres import is_postgres_url, redacted
+
+    shown = redacted(db) if is_postgres_url(db) else db
+    made = not is_postgres_url(db) and not Path(db.removeprefix("sqlite:")).exists()
     try:
         store = Store.open(db, settings=settings)
     except RetainError:
@@ -87,7 +93,7 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
             where = [f"{server.address[0]}:{server.address[1]}" if server.address else f"unix:{socket_path}"]
             if server.http_address:
                 where.append(f"http://{server.http_address[0]}:{server.http_address[1]}/")
-            return f"logd serving {db} at head {store.head} on {' and '.join(where)}"
+            return f"logd serving {shown} at head {store.head} on {' and '.join(where)}"
 
         try:
             run_daemon(running, name="logd", started=started, finishing="the requests under way")
@@ -99,9 +105,10 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
 
 def _remove_store_files(db: str, made: bool) -> None:
     """Remove the SQLite file (and its WAL and shared-memory files) if this command created it."""
-    if made and db != ":memory:":
+    path = db.removeprefix("sqlite:")
+    if made and path != ":memory:":
         for suffix in ("", "-wal", "-shm"):
-            Path(db + suffix).unlink(missing_ok=True)
+            Path(path + suffix).unlink(missing_ok=True)
 
 
 def session_options(function: Any) -> Any:

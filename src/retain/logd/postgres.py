@@ -40,6 +40,7 @@ import json
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -54,7 +55,7 @@ from retain.logd.match import matches
 from retain.logd.storage import SEP, CommitRecord, ItemTest, Row, ScopeRecord, Selected, Selection
 from retain.wire import Or
 
-__all__ = ["CHANNEL", "SCHEMA_VERSION", "CommitFollower", "PostgresBackend", "is_postgres_url"]
+__all__ = ["CHANNEL", "SCHEMA_VERSION", "CommitFollower", "PostgresBackend", "is_postgres_url", "redacted"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ _AFTER_SEP = chr(ord(SEP) + 1)
 _PAGE = 20000  # records one selection page reads at most
 _COPY_FROM = 64  # rows from which a write goes by COPY rather than one INSERT each
 _EXACT = 2 ** 53
+_LISTEN_STEP = 0.1  # seconds a follower waits for a notification before it looks whether it is closing
 
 # Version 1: what every later step starts from. Each later version appends one step to _MIGRATIONS.
 _MIGRATIONS: tuple[str, ...] = ("""
@@ -99,6 +101,15 @@ DELETE FROM nodes WHERE scope = 0 AND kind = 0 AND rev < %(boundary)s
 def is_postgres_url(target: str) -> bool:
     """Whether a store target names PostgreSQL (``postgresql://`` or ``postgres://``) rather than a SQLite file."""
     return target.startswith(("postgresql://", "postgres://"))
+
+
+def redacted(url: str) -> str:
+    """The URL with its password, if any, replaced by ``***``: for logs and messages."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, place = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{place}"
 
 
 def _storage_error(exc: psycopg.Error) -> StorageError:
@@ -260,7 +271,7 @@ class PostgresBackend(_Reads):
 
     def __init__(self, url: str, *, connect_timeout: float = 10) -> None:
         if not is_postgres_url(url):
-            raise StorageError(f"a PostgreSQL store is named by a postgresql:// URL (got {url!r})")
+            raise StorageError(f"a PostgreSQL store is named by a postgresql:// URL (got {redacted(url)!r})")
         self.url = url
         self._timeout = connect_timeout
         self._lock = threading.RLock()
@@ -574,13 +585,16 @@ class CommitFollower:
                     self._db = db
                     db.execute(f"LISTEN {CHANNEL}")
                     self._wake()  # whatever was committed while this was not listening
+                    last = time.monotonic()
                     while not self._closing.is_set():
-                        # A notification, or the pause's end: either way the log says what is new.
-                        for _ in db.notifies(timeout=self._every, stop_after=1):
-                            pass
+                        # A notification, or the pause's end: either way the log says what is new. Short
+                        # waits, so that closing never waits long.
+                        woken = any(True for _ in db.notifies(timeout=_LISTEN_STEP, stop_after=1))
                         if self._closing.is_set():
                             return
-                        self._wake()
+                        if woken or time.monotonic() - last >= self._every:
+                            last = time.monotonic()
+                            self._wake()
             except psycopg.Error as exc:
                 if self._closing.is_set():
                     return
@@ -591,4 +605,4 @@ class CommitFollower:
 
     def close(self) -> None:
         self._closing.set()
-        self._thread.join(timeout=self._every + 5)
+        self._thread.join(timeout=_LISTEN_STEP + 10)
