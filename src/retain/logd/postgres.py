@@ -51,7 +51,6 @@ from psycopg import sql
 
 from retain.clock import parse_rfc3339
 from retain.errors import StorageError, StorageUnavailable
-from retain.logd.match import matches
 from retain.logd.storage import SEP, CommitRecord, ItemTest, Row, ScopeRecord, Selected, Selection
 from retain.wire import Or
 
@@ -189,32 +188,38 @@ class _Reads:
         if fields is None:
             return None
         # The view's newest version of every record below the container (the scope's before the baseline's),
-        # page by page in key order; of each item (a direct child) only the fields the rule names.
-        picks = ", ".join(f"(CASE WHEN kind = 1 THEN (value::jsonb -> %(f{i})s)::text END)"
-                          for i in range(len(fields)))
-        query = (f"SELECT key, kind, {picks} FROM (SELECT DISTINCT ON (key) key, kind, value FROM nodes "
-                 f"WHERE {_scopes(scope)} AND key > %(after)s AND key < %(end)s AND rev <= %(at)s "
-                 "ORDER BY key, scope DESC, rev DESC LIMIT %(page)s) AS v")
-        params: dict[str, Any] = {f"f{i}": name for i, name in enumerate(fields)} | {"at": at}
+        # page by page in key order; of each item (a direct child) the stamp's text when it is a string, and
+        # whether the match holds (jsonb equality, as the guard says it). The stamp is read in Python, by the
+        # function the pure selection uses (each distinct text once).
+        matched, params = _match_sql(test, "j")
+        query = ("SELECT key, kind, CASE WHEN jsonb_typeof(j -> %(age)s) = 'string' THEN j ->> %(age)s END, "
+                 f"{matched} FROM (SELECT key, kind, CASE WHEN kind = 1 THEN value::jsonb END AS j FROM ("
+                 f"SELECT DISTINCT ON (key) key, kind, value FROM nodes WHERE {_scopes(scope)} AND key > %(after)s "
+                 "AND key < %(end)s AND rev <= %(at)s ORDER BY key, scope DESC, rev DESC LIMIT %(page)s) AS v) AS w")
+        params |= {"at": at, "age": test.age[0]}
         expired: list[tuple[str, str]] = []
         unreadable = records = 0
         after, end, cut = container + SEP, container + _AFTER_SEP, len(container) + 1
+        instants: dict[str, datetime | None] = {}
         while records < limit:
             page = min(_PAGE, limit - records)
             rows = self._conn().execute(query, params | {"after": after, "end": end, "page": page}).fetchall()
-            for key, kind, *picked in rows:
+            for key, kind, stamp, holds in rows:
                 if kind == 0:
                     continue
                 records += 1
                 name = key[cut:]
                 if SEP in name:
                     continue  # a record beneath an item: counted against the budget, no item
-                item = {field: json.loads(text) for field, text in zip(fields, picked) if text is not None}
-                stamp = item.get(test.age[0])
-                stamped = parse_rfc3339(stamp) if isinstance(stamp, str) else None
-                if stamp is None or stamped is None:
+                if stamp is None:
                     unreadable += 1
-                elif isinstance(stamp, str) and cutoff is not None and stamped <= cutoff and (test.match is None or matches(test.match, item)):
+                    continue
+                if stamp not in instants:
+                    instants[stamp] = parse_rfc3339(stamp)
+                stamped = instants[stamp]
+                if stamped is None:
+                    unreadable += 1
+                elif cutoff is not None and stamped <= cutoff and holds:
                     expired.append((name, stamp))
             if len(rows) < page:
                 break
@@ -243,11 +248,12 @@ def _flat_fields(test: ItemTest) -> list[str] | None:
     return names
 
 
-def _guard(test: ItemTest, value: str) -> tuple[str, dict[str, Any]]:
-    """The SQL guard of one flat item over its JSON ``value``: its stamp is still the text read (``mark``) and
-    its match holds (jsonb equality of each named leaf with the pattern: a number equals a number, never a bool)."""
-    params: dict[str, Any] = {"age": test.age[0]}
-    terms = [f"jsonb_typeof({value} -> %(age)s) = 'string'", f"{value} ->> %(age)s = mark"]
+def _match_sql(test: ItemTest, value: str) -> tuple[str, dict[str, Any]]:
+    """A flat test's match over the item's jsonb ``value``: each named leaf equal (jsonb equality: a string
+    equals an equal string, a number an equal number and never a bool, true/false/null their own) to the
+    pattern or one of its ``!or`` alternatives -- what :func:`~retain.logd.match.matches` says of scalars."""
+    params: dict[str, Any] = {}
+    terms = ["true"]
     for index, (name, pattern) in enumerate((test.match or {}).items()):
         params[f"m{index}"] = name
         alternatives = pattern.alternatives if isinstance(pattern, Or) else (pattern,)
@@ -256,7 +262,15 @@ def _guard(test: ItemTest, value: str) -> tuple[str, dict[str, Any]]:
             params[f"m{index}_{number}"] = json.dumps(alternative)
             options.append(f"{value} -> %(m{index})s = %(m{index}_{number})s::jsonb")
         terms.append("(" + " OR ".join(options) + ")")
-    return " AND ".join(terms), params
+    return "(" + " AND ".join(terms) + ")", params
+
+
+def _guard(test: ItemTest, value: str) -> tuple[str, dict[str, Any]]:
+    """The SQL guard of one flat item over its jsonb ``value``: its stamp is still the text read (``mark``)
+    and its match holds."""
+    matched, params = _match_sql(test, value)
+    terms = [f"jsonb_typeof({value} -> %(age)s) = 'string'", f"{value} ->> %(age)s = mark", matched]
+    return " AND ".join(terms), params | {"age": test.age[0]}
 
 
 class PostgresBackend(_Reads):
@@ -407,23 +421,25 @@ class PostgresBackend(_Reads):
         guard, params = _guard(test, "v.value::jsonb")
         params |= {"names": [name for name, _ in items], "marks": [mark for _, mark in items], "prefix": prefix,
                    "at": at, "rev": rev, "scope": scope}
-        # The view's newest version of each item; its tombstone where it is a map record and its guard holds.
+        # The view's newest version of each item (one index probe per item: LATERAL), its tombstone where it
+        # is a map record and its guard holds.
         statement = (
             "INSERT INTO nodes (scope, key, rev, kind, value) SELECT %(scope)s, v.key, %(rev)s, 0, NULL FROM ("
-            "SELECT DISTINCT ON (b.name) (%(prefix)s || b.name) COLLATE \"C\" AS key, b.mark, n.kind, n.value "
-            "FROM unnest(%(names)s::text[], %(marks)s::text[]) AS b(name, mark) JOIN nodes AS n "
-            f"ON {_scopes(scope, 'n.')} AND n.key = (%(prefix)s || b.name) COLLATE \"C\" AND n.rev <= %(at)s "
-            "ORDER BY b.name, n.scope DESC, n.rev DESC) AS v "
+            "SELECT n.key, b.mark, n.kind, n.value FROM unnest(%(names)s::text[], %(marks)s::text[]) AS b(name, mark) "
+            "CROSS JOIN LATERAL (SELECT key, kind, value FROM nodes "
+            f"WHERE {_scopes(scope)} AND key = (%(prefix)s || b.name) COLLATE \"C\" AND rev <= %(at)s "
+            "ORDER BY scope DESC, rev DESC LIMIT 1) AS n) AS v "
             f"WHERE v.kind = 1 AND {guard} RETURNING key")
         held = len(db.execute(statement, params).fetchall())
         if held == len(items):
-            # Every record beneath a deleted item goes with it (the view's newest version of each, unless gone).
+            # Every record beneath a deleted item goes with it (the view's newest version of each, unless gone):
+            # one index range per item.
             db.execute(
-                "INSERT INTO nodes (scope, key, rev, kind, value) SELECT %(scope)s, key, %(rev)s, 0, NULL FROM ("
-                "SELECT DISTINCT ON (n.key) n.key, n.kind FROM unnest(%(names)s::text[]) AS b(name) JOIN nodes AS n "
-                f"ON {_scopes(scope, 'n.')} AND n.key > (%(prefix)s || b.name || chr(31)) COLLATE \"C\" "
-                "AND n.key < (%(prefix)s || b.name || chr(32)) COLLATE \"C\" AND n.rev <= %(at)s "
-                "ORDER BY n.key, n.scope DESC, n.rev DESC) AS d WHERE kind <> 0",
+                "INSERT INTO nodes (scope, key, rev, kind, value) SELECT %(scope)s, d.key, %(rev)s, 0, NULL FROM "
+                "unnest(%(names)s::text[]) AS b(name) CROSS JOIN LATERAL (SELECT DISTINCT ON (key) key, kind "
+                f"FROM nodes WHERE {_scopes(scope)} AND key > (%(prefix)s || b.name || chr(31)) COLLATE \"C\" "
+                "AND key < (%(prefix)s || b.name || chr(32)) COLLATE \"C\" AND rev <= %(at)s "
+                "ORDER BY key, scope DESC, rev DESC) AS d WHERE d.kind <> 0",
                 {"names": params["names"], "prefix": prefix, "at": at, "rev": rev, "scope": scope})
         return held
 

@@ -1,0 +1,85 @@
+"""The retain test on PostgreSQL gives the pure Python answer: the selection, and each batch's guard.
+
+The same scenes as ``test_sqlite_items`` (random containers of odd stamps, nested maps, scopes, maps kept as
+leaves), on one PostgreSQL database emptied between examples: where the backend selects (a flat test: the age
+one name, the match scalars) it selects the items the pure select does, with the same unreadable count and the
+stamps read as marks; elsewhere it answers None and the general path selects. Each guard, after writers came
+in between, holds exactly when the general path's precondition does.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from retain.errors import NotFound
+from retain.logd import Store
+from retain.logd.match import ABSENT, matches
+from retain.logd.postgres import _flat_fields
+from retain.logd.retain_rules import item_pattern
+from retain.logd.view import read_value
+from tests.logd.test_sqlite_items import NOW, RACES, _RolledBack, race, select_both
+from tests.strategies import odd_stamps, retain_scenes
+
+
+@pytest.fixture(scope="module")
+def empty_database(pg_databases):
+    """``empty_database()``: the URL of a database of this module's, emptied (the schema stays)."""
+    url = pg_databases.create("items")
+    Store.open(url).close()
+
+    def empty() -> str:
+        with psycopg.connect(url, autocommit=True) as raw:
+            raw.execute("TRUNCATE nodes, commits, scopes, snapshots, meta")
+            raw.execute("UPDATE head SET number = 0, time = 0, generation = generation + 1")
+        return url
+
+    yield empty
+    pg_databases.drop(url)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scene=retain_scenes(NOW))
+def test_sql_selects_what_select_selects(empty_database, scene):
+    """Over the same container, in the baseline or a scope, the backend selects the items the pure select does,
+    in the same order, with the same unreadable count and the same stamps; None only for a test it cannot say."""
+    with Store.open(empty_database()) as store:
+        both = select_both(store, scene)
+        if both is None:
+            return
+        if both.selected is None:
+            assert _flat_fields(both.rule.test) is None, f"refused the flat test {both.rule.test!r}"
+            return
+        assert both.selected.selection.expired == both.expected.expired
+        assert both.selected.selection.unreadable == both.expected.unreadable
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scene=retain_scenes(NOW), races=st.lists(RACES, min_size=1, max_size=8), data=st.data())
+def test_guard_agrees_with_the_precondition(empty_database, scene, races, data):
+    """After writers touched the selected items, each item's guard holds exactly when the precondition the
+    general path asserts (the match, with the stamp read) holds of it."""
+    with Store.open(empty_database()) as store:
+        both = select_both(store, scene)
+        if both is None or both.selected is None or not both.selected.selection.expired:
+            return
+        session, rule, key, view, selected = both.session, both.rule, both.key, both.view, both.selected
+        stamps = dict(both.expected.expired)
+        for (name, _), kind in zip(selected.selection.expired, races):
+            race(session, str(rule.item(name)), read_value(view, rule.item(name)), kind,
+                 data.draw(odd_stamps(NOW), label="stamp"))
+        now_view = session.view()
+        for name, mark in selected.selection.expired:
+            try:
+                value = read_value(now_view, rule.item(name))
+            except NotFound:
+                value = ABSENT
+            holds = matches(item_pattern(rule, stamps[name]), value)
+            with pytest.raises(_RolledBack):
+                with store.backend.transaction():
+                    head = store.backend.head()[0]
+                    held = store.backend.delete_items(session.scope_id, key, [(name, mark)], rule.test, head, head + 1)
+                    raise _RolledBack
+            assert held == holds, f"guard of {name}: SQL {held}, precondition {holds} ({value!r})"
