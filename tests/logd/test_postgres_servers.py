@@ -48,7 +48,8 @@ with open(log_path, "a") as log:
         except Exception:  # the server went away, or its database: not acknowledged, so tried again
             if client is not None:
                 client.close()
-            client, _ = None, time.sleep(0.05)
+                client = None
+            time.sleep(0.05)  # a pause before reconnecting, not a wait for anything
             continue
         log.write(json.dumps({"job": f"{name}-{n % 7}", "commit": commit, "value": value}) + "\\n")
         log.flush()

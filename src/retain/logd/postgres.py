@@ -22,11 +22,15 @@ Each commit also sends ``NOTIFY logd_commit`` (delivered when it commits):
 the commit log from the last commit it published -- the log is the truth, a notification only
 says when to look, so one lost loses nothing.
 
-A retain rule's selection reads, page by page on a snapshot, only the fields the rule names of
-each item (``value::jsonb -> name``), and decides in Python with the same functions the pure
-selection uses; a batch's guard and tombstones are one ``INSERT ... SELECT ... RETURNING`` whose
-rows say whether every item's guard held (jsonb operators: the stamp's text, the match as jsonb
-equality). Rules that read deeper than the item's own leaves take the general path.
+A retain rule's selection reads, page by page on a snapshot, of each item of the container only
+its stamp's text (``value::jsonb ->> age``, when a string) and whether the match holds (jsonb
+equality of each named leaf with the pattern), and reads the stamp in Python with the function the
+pure selection uses (:func:`retain.clock.parse_rfc3339`, each distinct text once), so the answer
+is the pure one by construction. A batch's guard and tombstones are one ``INSERT ... SELECT ...
+RETURNING`` probing the index once per item (``LATERAL``), whose rows say whether every item's guard
+held, and one more for the records beneath the items. A rule that reads deeper than the item's own
+leaves (an age of several names, a map or list in the match) takes the general path
+(:meth:`select_items` answers None), as do numbers past 2**53 in a match.
 
 Every psycopg error becomes a :class:`~retain.errors.StorageError`; a lost connection (the
 server restarted, the network went) :class:`~retain.errors.StorageUnavailable` (``unavailable``
@@ -65,6 +69,7 @@ _AFTER_SEP = chr(ord(SEP) + 1)
 _PAGE = 20000  # records one selection page reads at most
 _COPY_FROM = 64  # rows from which a write goes by COPY rather than one INSERT each
 _EXACT = 2 ** 53
+_INSTANTS = 65536  # distinct stamps a selection keeps read (most containers repeat few)
 _LISTEN_STEP = 0.1  # seconds a follower waits for a notification before it looks whether it is closing
 
 # Version 1: what every later step starts from. Each later version appends one step to _MIGRATIONS.
@@ -215,6 +220,8 @@ class _Reads:
                     unreadable += 1
                     continue
                 if stamp not in instants:
+                    if len(instants) >= _INSTANTS:
+                        instants.clear()  # stamps that all differ: the cache only costs memory
                     instants[stamp] = parse_rfc3339(stamp)
                 stamped = instants[stamp]
                 if stamped is None:
