@@ -39,6 +39,7 @@ on the wire), and the next request reconnects.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -124,20 +125,30 @@ def _storage_error(exc: psycopg.Error) -> StorageError:
 
 
 def _translated(method: Callable[..., _T]) -> Callable[..., _T]:
+    """psycopg's errors as the store's; on a connection several threads may use (the backend's own: a
+    server's writer, and a caller beside it), one method at a time."""
     @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> _T:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> _T:
         try:
-            return method(*args, **kwargs)
+            with self._lock:
+                return method(self, *args, **kwargs)
         except psycopg.Error as exc:
             raise _storage_error(exc) from exc
     return wrapper
 
 
 def _translated_iter(method: Callable[..., Iterator[_T]]) -> Callable[..., Iterator[_T]]:
+    """:func:`_translated` for a method that yields: on a shared connection the rows are read whole under
+    the lock first (a generator left half-read must not keep the connection)."""
     @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Iterator[_T]:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Iterator[_T]:
         try:
-            yield from method(*args, **kwargs)
+            with self._lock:
+                rows = list(method(self, *args, **kwargs)) if self._shared_connection else None
+            if rows is not None:
+                yield from rows
+            else:
+                yield from method(self, *args, **kwargs)
         except psycopg.Error as exc:
             raise _storage_error(exc) from exc
     return wrapper
@@ -150,8 +161,11 @@ def _scopes(scope: int, table: str = "") -> str:
 class _Reads:
     """The reads of :class:`~retain.logd.storage.Reads` over one psycopg connection."""
 
+    _shared_connection = False  # a snapshot's connection is one thread's
+
     def __init__(self, db: psycopg.Connection[Any]) -> None:
         self._db = db
+        self._lock: threading.RLock | contextlib.nullcontext[None] = contextlib.nullcontext()
 
     def _conn(self) -> psycopg.Connection[Any]:
         return self._db
@@ -289,18 +303,20 @@ class PostgresBackend(_Reads):
 
     reads_apart = True
     shared = True
+    _shared_connection = True
 
     def __init__(self, url: str, *, connect_timeout: float = 10) -> None:
         if not is_postgres_url(url):
             raise StorageError(f"a PostgreSQL store is named by a postgresql:// URL (got {redacted(url)!r})")
         self.url = url
         self._timeout = connect_timeout
-        self._lock = threading.RLock()
         self._writer: psycopg.Connection[Any] | None = None
         self._in_transaction = False
         self._head: tuple[int, float] | None = None  # read under the head row's lock, inside a transaction
+        self._generation: int | None = None  # likewise
         db = self._connect()
         super().__init__(db)
+        self._lock = threading.RLock()  # one method (one transaction) at a time on the writer's connection
         self._writer = db
         try:
             _migrate(db)
@@ -334,23 +350,26 @@ class PostgresBackend(_Reads):
         with self._lock:
             try:
                 db = self._conn()
-                db.execute("BEGIN")
-                self._in_transaction = True
-                row = db.execute("SELECT number, time FROM head FOR UPDATE").fetchone()
+                with db.pipeline():  # one round trip: begin, then queue on the head row
+                    db.execute("BEGIN")
+                    self._in_transaction = True
+                    locked = db.execute("SELECT number, time, generation FROM head FOR UPDATE")
+                row = locked.fetchone()
                 assert row is not None, "the head row is made with the tables"
                 self._head = (int(row[0]), float(row[1]))
+                self._generation = int(row[2])
             except psycopg.Error as exc:
-                self._in_transaction, self._head = False, None
+                self._in_transaction, self._head, self._generation = False, None, None
                 self._rollback()
                 raise _storage_error(exc) from exc
             try:
                 yield
             except BaseException:
-                self._in_transaction, self._head = False, None
+                self._in_transaction, self._head, self._generation = False, None, None
                 self._rollback()
                 raise
             try:
-                self._in_transaction, self._head = False, None
+                self._in_transaction, self._head, self._generation = False, None, None
                 db.execute("COMMIT")
             except psycopg.Error as exc:
                 self._rollback()
@@ -374,6 +393,8 @@ class PostgresBackend(_Reads):
     def generation(self) -> int:
         """How often the schema, the compaction boundary or the snapshots changed: the store re-reads them
         when this moved (inside a transaction: under the head row's lock)."""
+        if self._generation is not None:
+            return self._generation
         row = self._conn().execute("SELECT generation FROM head").fetchone()
         return int(row[0]) if row else 0
 
@@ -383,11 +404,12 @@ class PostgresBackend(_Reads):
         scope, number = record.scope, record.number
         rows = rows if isinstance(rows, list) else list(rows)
         with db.cursor() as cursor:
-            if len(rows) >= _COPY_FROM:
+            if len(rows) >= _COPY_FROM:  # COPY cannot be pipelined: it goes first, on its own
                 with cursor.copy("COPY nodes (scope, key, rev, kind, value) FROM STDIN") as copy:
                     for row in rows:
                         copy.write_row((scope, row.key, number, row.kind, row.value))
-            elif rows:
+        with db.cursor() as cursor, db.pipeline():  # the statements go in one round trip
+            if 0 < len(rows) < _COPY_FROM:
                 cursor.executemany("INSERT INTO nodes (scope, key, rev, kind, value) VALUES (%s, %s, %s, %s, %s)",
                                    [(scope, row.key, number, row.kind, row.value) for row in rows])
             delta = record.delta
@@ -400,6 +422,8 @@ class PostgresBackend(_Reads):
                                "SET value = excluded.value", (name, value))
             cursor.execute("UPDATE head SET number = %s, time = %s, generation = generation + %s",
                            (number, record.time, 1 if meta else 0))
+            if meta and self._generation is not None:
+                self._generation += 1
             cursor.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(number)))
         self._head = (number, record.time)
 
@@ -454,10 +478,10 @@ class PostgresBackend(_Reads):
 
     @_translated_iter
     def commits(self, first: int, scopes: Sequence[int]) -> Iterator[CommitRecord]:
-        for record in self.commit_pages(first, list(scopes)):
+        for record in self._commit_pages(first, list(scopes)):
             yield record
 
-    def commit_pages(self, first: int, scopes: list[int] | None, page: int = 1000) -> Iterator[CommitRecord]:
+    def _commit_pages(self, first: int, scopes: list[int] | None, page: int = 1000) -> Iterator[CommitRecord]:
         """Commits numbered ``first`` and later in order (of ``scopes``, None: every scope), a page per query."""
         db = self._conn()
         where = "" if scopes is None else "AND scope = ANY(%(scopes)s) "
