@@ -79,7 +79,8 @@ def test_logd_errors():
         "PreconditionFailed": "precondition_failed",
         "SchemaViolation": "schema_violation", "StorageError": "storage_error",
         "ReadBudgetExceeded": "storage_error", "Unsupported": "unsupported", "NotFound": "not_found",
-        "Compacted": "compacted", "OwnerUnavailable": "unavailable",
+        "Compacted": "compacted", "OwnerUnavailable": "unavailable", "Unavailable": "unavailable",
+        "Unauthenticated": "unauthenticated", "Forbidden": "forbidden", "LimitExceeded": "limit_exceeded",
     }
 
 
@@ -104,6 +105,8 @@ def test_wire():
         "answer_error", "answer_failure", "answer_result", "parse_request",
         "Conversation", "Link", "Reply", "serve_connection", "HostPort", "StreamSockets", "StreamServer",
         "HTTP_STATUS", "HttpHandler", "HttpServer", "http_app", "Server", "ThreadedServer",
+        "PERMISSIONS", "Token", "Tokens", "check_author", "refuse_open", "HttpTimeouts", "DEFAULT_SOCKET_MODE",
+        "bind_unix_socket",
     ])
 
 

@@ -36,7 +36,11 @@
         ├── Unsupported                    unsupported: a verb or feature this logd or transport lacks
         ├── NotFound (LookupError)         not_found: nothing at the path, or no such scope
         ├── Compacted                      compacted: no kept snapshot serves that commit
-        └── OwnerUnavailable (ServerUnavailable)  unavailable: docd could not reach a path's owner
+        ├── Unauthenticated (AuthenticationError)  unauthenticated: no token, or one no server knows
+        ├── Forbidden (AuthenticationError)        forbidden: the token does not permit the verb or author
+        ├── LimitExceeded (InvalidRequest)  limit_exceeded: the request is larger than a named limit allows
+        └── Unavailable (ServerUnavailable)  unavailable: the server is out of room for more work now
+            └── OwnerUnavailable           unavailable: docd could not reach a path's owner
 
 Callers never see ``redis.exceptions.*``, ``obstore.exceptions.*``,
 ``deltalake.exceptions.*`` or pyarrow's errors: the boundaries
@@ -73,6 +77,10 @@ __all__ = [
     "InvalidStreamName",
     "InvalidWindow",
     "LOGD_ERRORS",
+    "Forbidden",
+    "LimitExceeded",
+    "Unauthenticated",
+    "Unavailable",
     "LogdError",
     "NotFound",
     "OwnerUnavailable",
@@ -220,16 +228,42 @@ class Compacted(LogdError):
         self.nearest = nearest
 
 
-class OwnerUnavailable(LogdError, ServerUnavailable):
-    """docd could not reach the owner of a path (logd or a controller), or it did not answer in time."""
+class Unauthenticated(LogdError, AuthenticationError):
+    """No token came with the request (or the connection's first document), or no configured token has that
+    secret. HTTP 401."""
+
+    code = "unauthenticated"
+
+
+class Forbidden(LogdError, AuthenticationError):
+    """The token is known but does not permit this: the verb needs a permission it lacks, or the author
+    lies outside its patterns. HTTP 403."""
+
+    code = "forbidden"
+
+
+class LimitExceeded(InvalidRequest):
+    """A request larger than a limit of the server's settings allows (ops per patch, rules per retain, digits of an
+    integer, the length of a path); the message names the limit and its value. Nothing ran."""
+
+    code = "limit_exceeded"
+
+
+class Unavailable(LogdError, ServerUnavailable):
+    """The server cannot take more work now (its buffers are full); try again later."""
 
     code = "unavailable"
+
+
+class OwnerUnavailable(Unavailable):
+    """docd could not reach the owner of a path (logd or a controller), or it did not answer in time."""
 
 
 #: wire code -> the class a client raises for it (the most general class of that code).
 LOGD_ERRORS: dict[str, type[LogdError]] = {
     cls.code: cls for cls in (InvalidRequest, InvalidRetain, PreconditionFailed, SchemaViolation, StorageError,
-                              Unsupported, NotFound, Compacted, OwnerUnavailable)
+                              Unsupported, NotFound, Compacted, Unauthenticated, Forbidden, LimitExceeded,
+                              OwnerUnavailable)
 }
 
 

@@ -37,8 +37,8 @@ class Owners:
     an owner in the order sent; a watch gets a connection of its own.
     """
 
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
+    def __init__(self, timeout: float, *, token: str | None = None) -> None:
+        self.timeout, self.token = timeout, token  # token: docd's own, presented to every owner
         self.author: str | None = None
         self.scope: str | None = None
         self._clients: dict[str, AsyncClient] = {}
@@ -111,7 +111,7 @@ class Owners:
         self._clients.clear()
 
     async def _connect(self, owner: Owner) -> AsyncClient:
-        return await AsyncClient.connect(owner.address, author=self.author, scope=self.scope)
+        return await AsyncClient.connect(owner.address, author=self.author, scope=self.scope, token=self.token)
 
 
 def _as_owner_error(owner: Owner, exc: BaseException, timeout: float) -> LogdError:

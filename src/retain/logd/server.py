@@ -22,6 +22,12 @@ interleaved with the answers to whatever else the connection sends.
 HTTP ``POST /`` (:func:`~retain.wire.http_app`) takes one document; ``Logd-Author``
 and ``Logd-Scope`` headers set the session. HTTP cannot stream, so ``watch`` there is
 ``unsupported``.
+
+With ``tokens`` (:class:`~retain.wire.Tokens`) every request runs under the caller's token:
+a stream connection presents it first (:func:`~retain.wire.serve_connection`), an HTTP
+request in ``Authorization: Bearer``; the session's author is the token's name unless the
+caller names one its patterns admit, and :func:`~retain.logd.verbs.authorize` checks each
+verb. Without tokens the server is open, and refuses a non-loopback address unless ``insecure``.
 """
 
 from __future__ import annotations
@@ -38,8 +44,8 @@ from retain.logd.retain import Step, drive_async
 from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
 from retain.logd.verbs import Context, delta_document, handle, staged, steps
-from retain.wire import (Format, HostPort, HttpServer, Limits, Link, Reply, StreamServer, ThreadedServer,
-                         answer_failure, frame, http_app)
+from retain.wire import (DEFAULT_SOCKET_MODE, Format, HostPort, HttpServer, HttpTimeouts, Limits, Link, Reply,
+                         StreamServer, ThreadedServer, Token, Tokens, answer_failure, frame, http_app, refuse_open)
 
 __all__ = ["LogdServer", "ServerThread"]
 
@@ -106,7 +112,9 @@ class _Conversation:
 
     def __init__(self, server: LogdServer, hub: _Hub, link: Link) -> None:
         self.server, self.hub, self.link = server, hub, link
-        self.context = Context(server.store, server.store.session(), subscribe=self._subscribe)
+        grant = link.token
+        session = server.store.session() if grant is None else server.store.session(author=grant.name)
+        self.context = Context(server.store, session, subscribe=self._subscribe, grant=grant)
         self._subscribed: _Subscription | None = None  # by the request being applied (writer thread)
         self._last: asyncio.Future[Reply] | None = None  # the answer to the request before
         self._last_queued = True  # whether that one went to the writer as it arrived (the writer keeps its order)
@@ -151,13 +159,18 @@ class LogdServer:
     """A store served on a stream socket (TCP ``listen`` and/or Unix ``socket_path``) and optionally HTTP."""
 
     def __init__(self, store: Store, *, listen: HostPort | None = None, socket_path: str | None = None,
-                 http: HostPort | None = None, limits: Limits = Limits()) -> None:
-        self.store, self.limits = store, limits
+                 http: HostPort | None = None, limits: Limits = Limits(), tokens: Tokens | None = None,
+                 insecure: bool = False, socket_mode: int = DEFAULT_SOCKET_MODE, tls: tuple[str, str] | None = None,
+                 http_timeouts: HttpTimeouts = HttpTimeouts()) -> None:
+        refuse_open([None if listen is None else listen[0], None if http is None else http[0]], tokens, insecure)
+        self.store, self.limits, self.tokens = store, limits, tokens
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logd-writer")
         self.readers = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="logd-reader")
-        self._stream = (StreamServer(self._conversation, listen=listen, socket_path=socket_path, limits=limits)
+        self._stream = (StreamServer(self._conversation, listen=listen, socket_path=socket_path, limits=limits,
+                                     tokens=tokens, insecure=insecure, socket_mode=socket_mode)
                         if listen is not None or socket_path is not None else None)
-        self._http = HttpServer(http_app(self._answer_http, limits), http) if http is not None else None
+        self._http = (HttpServer(http_app(self._answer_http, limits, http_timeouts), http, tls=tls,
+                                 timeouts=http_timeouts) if http is not None else None)
         self._hub: _Hub | None = None
 
     @property
@@ -205,15 +218,18 @@ class LogdServer:
 
     async def _answer_http(self, request: Any, fmt: Format, headers: Mapping[str, str]) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        author, scope = headers.get("logd-author", "anonymous"), headers.get("logd-scope")
+        grant = None if self.tokens is None else self.tokens.bearer(headers)  # 401 before anything else
+        author, scope = headers.get("logd-author"), headers.get("logd-scope")
+        author = (author or "anonymous") if grant is None else grant.author(author)
         if not staged(request):
-            return await loop.run_in_executor(self.writer, self._apply_http, request, fmt, author, scope)
+            return await loop.run_in_executor(self.writer, self._apply_http, request, fmt, author, scope, grant)
         session = await loop.run_in_executor(self.writer, self.store.session, author, scope)  # a new scope is a write
-        return await self.run_steps(Context(self.store, session, format=fmt), request)
+        return await self.run_steps(Context(self.store, session, format=fmt, grant=grant), request)
 
-    def _apply_http(self, request: Any, fmt: Format, author: str, scope: str | None) -> dict[str, Any]:
+    def _apply_http(self, request: Any, fmt: Format, author: str, scope: str | None,
+                    grant: Token | None) -> dict[str, Any]:
         session = self.store.session(author=author, scope=scope)  # on the writer thread
-        return handle(Context(self.store, session, format=fmt), request)
+        return handle(Context(self.store, session, format=fmt, grant=grant), request)
 
 
 class ServerThread(ThreadedServer[LogdServer]):

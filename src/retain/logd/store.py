@@ -35,7 +35,7 @@ from retain.logd.settings import Settings
 from retain.logd.sqlite import SqliteBackend
 from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest
 from retain.logd.view import View, list_items, read_value
-from retain.wire import from_plain, to_plain
+from retain.wire import check_author, from_plain, to_plain
 
 __all__ = ["Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written", "delta_for"]
 
@@ -125,8 +125,7 @@ class Store:
 
     def session(self, author: str = "anonymous", scope: str | None = None) -> Session:
         """A session writing as ``author``; with ``scope``, reading and writing that scope (made if new)."""
-        if not isinstance(author, str) or not author or len(author) > 256:
-            raise InvalidRequest(f"an author is a string of 1-256 characters (got {author!r})")
+        check_author(author)
         scope_id = BASELINE
         if scope is not None:
             scope_id = self.backend.create_scope(check_key(scope, "scope name")).id
@@ -193,6 +192,8 @@ class Store:
                 schema: Schema | None = None, plain: bool = False) -> Written:
         """One patch as one commit. With ``plain`` the ops are :data:`~retain.logd.bulk.NewRecords`: written as
         rows when :func:`~retain.logd.bulk.plan_bulk` finds them new records, else parsed for the draft."""
+        if author is not None:
+            check_author(author)
         when = self.clock().timestamp()
         with self.backend.transaction():
             head, last_time = self.backend.head()
@@ -233,6 +234,8 @@ class Store:
         selection gave) as one commit, each under its guard, checked by the backend in the statement that
         writes the tombstones. None, and nothing written, when a guard failed: the item moved, or the
         container went, since the pass read it."""
+        if author is not None:
+            check_author(author)
         when = self.clock().timestamp()
         scope = session.scope_id
         container_key = record_key(container)

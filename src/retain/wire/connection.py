@@ -19,6 +19,13 @@ The connection goes on. A conversation may also push documents of its own throug
 
 When the peer closes its side, what it sent is still answered; when the server closes,
 the connection stops at once (the answer being awaited is cancelled).
+
+With tokens (:class:`~retain.wire.auth.Tokens`) the connection's first document must be
+``{auth: {token: SECRET}}``: it is answered ``{result: {auth: {name: NAME}}}`` and the
+conversation is made only then, its :class:`Link` carrying the token; anything else first
+is answered ``unauthenticated`` and the connection closed. Without tokens an ``auth``
+document first is answered all the same (``name: null``), so a client with a token can
+talk to an open server.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from retain.errors import InvalidRequest, Unauthenticated
+from retain.wire.auth import Token, Tokens
 from retain.wire.bounds import Limits, TooLarge
 from retain.wire.documents import Format, answer_format, receive
 from retain.wire.framing import Framer, frame
@@ -50,8 +59,9 @@ class Reply:
 class Link:
     """One connection as its conversation sees it: send a document of its own, or close it."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, token: Token | None = None) -> None:
         self.writer = writer
+        self.token = token  # the token the connection presented; None on an open server
 
     def send(self, document: dict[str, Any], fmt: Format) -> None:
         self.write(frame(document, fmt))
@@ -81,18 +91,37 @@ _Pending = tuple[Awaitable[Reply], Format]
 
 
 async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                           conversation: Callable[[Link], Conversation], limits: Limits) -> None:
-    """Serve one connection with a conversation of its own, until the peer leaves or the task is cancelled."""
+                           conversation: Callable[[Link], Conversation], limits: Limits,
+                           tokens: Tokens | None = None) -> None:
+    """Serve one connection with a conversation of its own, until the peer leaves or the task is cancelled.
+
+    With ``tokens``, the first document must present one (``{auth: {token: SECRET}}``)."""
     link = Link(writer)
-    talk = conversation(link)
+    talk: Conversation | None = None
     pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
     responder = asyncio.create_task(_respond(pending, link))
     framer = Framer(limits.max_bytes)
+    first = True
     try:
         while data := await reader.read(_CHUNK):
             for document in framer.feed(data):
+                if first:
+                    first = False
+                    answer, fmt, presented = _authenticate(document, tokens, limits)
+                    if answer is not None:
+                        pending.put_nowait((_ready(answer), fmt))
+                    if presented is None and tokens is not None:
+                        break  # refused: answer it, then close
+                    link.token = presented if isinstance(presented, Token) else None
+                    talk = conversation(link)
+                    if answer is not None:
+                        continue
+                assert talk is not None
                 pending.put_nowait(_arrive(talk, document, limits))
-        pending.put_nowait(None)  # the peer is done sending: answer what it sent
+            else:
+                continue
+            break
+        pending.put_nowait(None)  # the peer is done sending (or was refused): answer what it sent
         await responder
     except (ConnectionError, asyncio.IncompleteReadError):
         pass  # the peer left: nobody to answer
@@ -102,9 +131,50 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
         responder.cancel()
         await asyncio.gather(responder, return_exceptions=True)
         _discard(pending)
-        with contextlib.suppress(Exception):
-            await talk.aclose()
+        if talk is not None:
+            with contextlib.suppress(Exception):
+                await talk.aclose()
         writer.close()
+
+
+_OPEN = object()  # an auth document accepted by an open server: no token to carry
+
+
+def _authenticate(document: bytes | TooLarge, tokens: Tokens | None,
+                  limits: Limits) -> tuple[dict[str, Any] | None, Format, Token | object | None]:
+    """The connection's first document: (its answer if it was an ``auth`` one, its format, the token presented).
+
+    On an open server a first document that is not ``auth`` is no answer of its own (None, the conversation
+    answers it) and the token is :data:`_OPEN`; with tokens it is refused, and the token None.
+    """
+    fmt = answer_format(document)
+    try:
+        request, fmt = receive(document, limits)
+    except Exception as exc:
+        if tokens is None:
+            return None, fmt, _OPEN
+        return answer_failure(exc), fmt, None
+    is_auth = isinstance(request, dict) and set(request) == {"auth"}
+    if not is_auth:
+        if tokens is None:
+            return None, fmt, _OPEN
+        return answer_failure(Unauthenticated("this server needs a token: the first document on a connection is "
+                                              "{auth: {token: SECRET}}")), fmt, None
+    body = request["auth"]
+    if not isinstance(body, dict) or set(body) != {"token"}:
+        failure = InvalidRequest(f"auth is {{auth: {{token: SECRET}}}} (got fields {sorted(body) if isinstance(body, dict) else body!r})")
+        return answer_failure(failure), fmt, (_OPEN if tokens is None else None)
+    if tokens is None:
+        return {"result": {"auth": {"name": None}}}, fmt, _OPEN
+    try:
+        token = tokens.present(body["token"])
+    except Unauthenticated as exc:
+        return answer_failure(exc), fmt, None
+    return {"result": {"auth": {"name": token.name}}}, fmt, token
+
+
+async def _ready(document: dict[str, Any]) -> Reply:
+    return Reply(document)
 
 
 def _arrive(talk: Conversation, document: bytes | TooLarge, limits: Limits) -> _Pending:
