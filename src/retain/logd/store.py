@@ -223,7 +223,7 @@ class Store:
             # Commit times never run backwards, even when the clock does: eras stay in order.
             record = CommitRecord(head + 1, max(when, last_time), author or session.author, session.scope_id,
                                   tuple(draft.applied))
-            self.backend.write(record, draft.pending.values(), meta)
+            self.backend.write(record, draft.rows_to_write(), meta)
         if schema is not None:
             self.schema = schema
         return self._published(record)

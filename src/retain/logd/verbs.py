@@ -28,6 +28,7 @@ from retain import _fields as fields
 from retain._fields import Where
 from retain.clock import parse_rfc3339
 from retain.errors import InvalidRequest, Unsupported
+from retain.logd.limits import check_request
 from retain.logd.paths import ROOT, Path, parse
 from retain.logd.retain import Step, drive, retain_pass
 from retain.logd.store import Delta, Session, Store
@@ -71,6 +72,7 @@ def handle(context: Context, request: Any) -> dict[str, Any]:
         raise Unsupported(f"unsupported operation: request type {verb!r} (this logd serves "
                           f"{', '.join(sorted(VERBS))})")
     authorize(context.grant, verb, body)
+    check_request(context.store.settings, verb, body)
     return answer_result(verb, handler(context, body))
 
 
@@ -103,6 +105,7 @@ def steps(context: Context, request: Any) -> Steps:
     The request is checked when the first step is asked for (raises as :func:`handle` would)."""
     verb, body = parse_request(request)
     authorize(context.grant, verb, body)
+    check_request(context.store.settings, verb, body)
     result = yield from STAGED[verb](context, body)
     return answer_result(verb, result)
 

@@ -10,17 +10,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from retain.errors import InvalidDocument
+from retain.errors import InvalidDocument, LimitExceeded
 
-__all__ = ["Limits", "TooLarge", "refuse_size"]
+__all__ = ["Limits", "TooLarge", "check_digits", "refuse_size"]
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Bounds on one document: its size in bytes and how deeply collections nest."""
+    """Bounds on one document: its size in bytes, how deeply collections nest, how many digits an integer has.
+
+    ``max_int_digits`` is checked before the digits are converted (Python's int() of a long digit string is
+    quadratic; past 4,300 digits it raises), so a hostile integer costs no more than reading it.
+    """
 
     max_bytes: int = 16 * 1024 * 1024
     max_depth: int = 64
+    max_int_digits: int = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,3 +41,14 @@ class TooLarge:
 def refuse_size(document: TooLarge, limits: Limits) -> InvalidDocument:
     """The one refusal of a document too large to read."""
     return InvalidDocument(f"document is {document.size} bytes or more; at most {limits.max_bytes}")
+
+
+def check_digits(text: str, limits: Limits) -> None:
+    """Refuse an integer's text with more digits than :attr:`Limits.max_int_digits`, before converting it.
+
+    Raises:
+        LimitExceeded: naming the limit.
+    """
+    digits = len(text) - (text[:1] in ("-", "+"))
+    if digits > limits.max_int_digits:
+        raise LimitExceeded(f"an integer of {digits} digits; the limit max_int_digits is {limits.max_int_digits}")
