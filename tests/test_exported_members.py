@@ -106,7 +106,7 @@ def test_wire():
         "Conversation", "Link", "Reply", "serve_connection", "HostPort", "StreamSockets", "StreamServer",
         "HTTP_STATUS", "HttpHandler", "HttpServer", "http_app", "Server", "ThreadedServer",
         "PERMISSIONS", "Token", "Tokens", "check_author", "refuse_open", "HttpTimeouts", "DEFAULT_SOCKET_MODE",
-        "bind_unix_socket",
+        "bind_unix_socket", "ByteBudget", "StreamTimeouts",
     ])
 
 

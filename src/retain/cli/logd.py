@@ -9,7 +9,7 @@ from typing import IO, Any
 import click
 
 from retain.errors import RetainError
-from retain.wire import Limits
+from retain.wire import ByteBudget, Limits
 
 __all__ = ["logd", "session_options"]
 
@@ -42,6 +42,8 @@ def logd() -> None:
 @click.option("--horizon", help="compaction.horizon: no history older than this survives [none].")
 @click.option("--max-document-bytes", type=int, default=Limits().max_bytes, show_default=True,
               help="The largest request document accepted.")
+@click.option("--max-buffered-bytes", type=click.IntRange(min=1), default=256 * 1024 * 1024, show_default=True,
+              help="The most bytes of unfinished requests held across all connections; past it: unavailable.")
 @click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False),
               help="TOML token file: who may read, write, retain, admin, and as which authors (docs/logd.md).")
 @click.option("--insecure", is_flag=True, help="Serve a non-loopback address without --tokens (anyone may write).")
@@ -51,7 +53,7 @@ def logd() -> None:
               help="Permission mode (octal) of the --socket file; whatever the umask.")
 def serve_command(db: str, listen: str | None, socket_path: str | None, http: str | None, read_budget: int | None,
                   synchronous: str | None, cutoff: str | None, tiers: tuple[str, ...], horizon: str | None,
-                  max_document_bytes: int, tokens_file: str | None, insecure: bool, tls_cert: str | None,
+                  max_document_bytes: int, max_buffered_bytes: int, tokens_file: str | None, insecure: bool, tls_cert: str | None,
                   tls_key: str | None, socket_mode: str) -> None:
     """Serve a store: one writer applies every request in arrival order.
 
@@ -64,6 +66,7 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
     Example:
         retain logd serve --db logd.sqlite3
         retain logd serve --socket /tmp/logd.sock --http 127.0.0.1:7421 --horizon 1y
+        retain logd serve --max-buffered-bytes 67108864 --max-document-bytes 1048576
         retain logd serve --listen 0.0.0.0:7420 --tokens tokens.toml --http 0.0.0.0:7421 \\
             --tls-cert cert.pem --tls-key key.pem
     """
@@ -93,7 +96,7 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
     with store:
         running = ServerThread(store, listen=address, socket_path=socket_path, http=http_address,
                                limits=Limits(max_bytes=max_document_bytes), tokens=tokens, insecure=insecure,
-                               tls=tls, socket_mode=mode)
+                               tls=tls, socket_mode=mode, budget=ByteBudget(max_buffered_bytes))
 
         def started() -> str:
             server = running.server

@@ -79,6 +79,8 @@ class _Conversation:
         answer, start = await self.owners.watch(
             plan.owner, plan.request, deliver=lambda delta: self.link.send(delta_from(plan.owner, delta), fmt),
             ended=self.link.close)
+        if start is not None:
+            self.link.streaming = True  # quiet, but not idle: it waits for deltas
         return Reply(answer_forward(plan, answer), then=start)
 
     async def aclose(self) -> None:

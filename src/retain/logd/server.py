@@ -44,7 +44,7 @@ from retain.logd.retain import Step, drive_async
 from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
 from retain.logd.verbs import Context, delta_document, handle, staged, steps
-from retain.wire import (DEFAULT_SOCKET_MODE, Format, HostPort, HttpServer, HttpTimeouts, Limits, Link, Reply,
+from retain.wire import (DEFAULT_SOCKET_MODE, ByteBudget, Format, StreamTimeouts, HostPort, HttpServer, HttpTimeouts, Limits, Link, Reply,
                          StreamServer, ThreadedServer, Token, Tokens, answer_failure, frame, http_app, refuse_open)
 
 __all__ = ["LogdServer", "ServerThread"]
@@ -71,6 +71,7 @@ class _Subscription:
 
     def activate(self) -> None:  # on the event loop, right after the watch's answer
         self.active = True
+        self.link.streaming = True  # quiet, but not idle: it waits for deltas
         for data in self.held:
             self.link.write(data)
         self.held.clear()
@@ -161,15 +162,18 @@ class LogdServer:
     def __init__(self, store: Store, *, listen: HostPort | None = None, socket_path: str | None = None,
                  http: HostPort | None = None, limits: Limits = Limits(), tokens: Tokens | None = None,
                  insecure: bool = False, socket_mode: int = DEFAULT_SOCKET_MODE, tls: tuple[str, str] | None = None,
-                 http_timeouts: HttpTimeouts = HttpTimeouts()) -> None:
+                 http_timeouts: HttpTimeouts = HttpTimeouts(), budget: ByteBudget | None = None,
+                 stream_timeouts: StreamTimeouts = StreamTimeouts()) -> None:
         refuse_open([None if listen is None else listen[0], None if http is None else http[0]], tokens, insecure)
         self.store, self.limits, self.tokens = store, limits, tokens
+        self.budget = budget if budget is not None else ByteBudget()  # one for every transport
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logd-writer")
         self.readers = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="logd-reader")
         self._stream = (StreamServer(self._conversation, listen=listen, socket_path=socket_path, limits=limits,
-                                     tokens=tokens, insecure=insecure, socket_mode=socket_mode)
+                                     tokens=tokens, insecure=insecure, socket_mode=socket_mode,
+                                     budget=self.budget, timeouts=stream_timeouts)
                         if listen is not None or socket_path is not None else None)
-        self._http = (HttpServer(http_app(self._answer_http, limits, http_timeouts), http, tls=tls,
+        self._http = (HttpServer(http_app(self._answer_http, limits, http_timeouts, self.budget), http, tls=tls,
                                  timeouts=http_timeouts) if http is not None else None)
         self._hub: _Hub | None = None
 

@@ -24,7 +24,7 @@ package's layout; what others use is exported here.
 """
 
 from retain.wire.auth import PERMISSIONS, Token, Tokens, check_author, refuse_open
-from retain.wire.bounds import Limits, TooLarge, refuse_size
+from retain.wire.bounds import ByteBudget, Limits, StreamTimeouts, TooLarge, refuse_size
 from retain.wire.connection import Conversation, Link, Reply, serve_connection
 from retain.wire.documents import Format, answer_format, dump, dump_braced, load, receive, split_documents
 from retain.wire.dumpers import FlowDumper, represent_str
@@ -37,6 +37,8 @@ from retain.wire.sockets import DEFAULT_SOCKET_MODE, HostPort, StreamSockets, bi
 from retain.wire.tags import TAG_NAMES, AutoId, LogdKey, Or, Raw, from_plain, to_plain
 
 __all__ = [
+    "ByteBudget",
+    "StreamTimeouts",
     "DEFAULT_SOCKET_MODE",
     "END",
     "PERMISSIONS",

@@ -33,7 +33,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from retain.errors import InvalidDocument, InvalidInput
-from retain.wire.bounds import Limits, TooLarge
+from retain.wire.bounds import ByteBudget, Limits, TooLarge
 from retain.wire.documents import Format, dump, receive
 from retain.wire.requests import answer_failure
 from retain.wire.sockets import HostPort
@@ -68,14 +68,24 @@ _MEDIA = {"json": "application/json", "yaml": "application/yaml"}
 HttpHandler = Callable[[Any, Format, Mapping[str, str]], Awaitable[dict[str, Any]]]
 
 
-def http_app(handler: HttpHandler, limits: Limits = Limits(), timeouts: HttpTimeouts = HttpTimeouts()) -> Starlette:
-    """The HTTP transport: ``POST /`` with one document, answered by ``handler``."""
+def http_app(handler: HttpHandler, limits: Limits = Limits(), timeouts: HttpTimeouts = HttpTimeouts(),
+             budget: ByteBudget | None = None) -> Starlette:
+    """The HTTP transport: ``POST /`` with one document, answered by ``handler``; bodies being read draw on
+    ``budget`` (past it: 503 ``unavailable``)."""
+    budget = budget if budget is not None else ByteBudget()
 
     async def post(request: Request) -> Response:
+        held = [0]
+        try:
+            return await _post(request, held)
+        finally:
+            budget.give(held[0])
+
+    async def _post(request: Request, held: list[int]) -> Response:
         fmt: Format = "json" if "json" in request.headers.get("content-type", "") else "yaml"
         try:
             async with asyncio.timeout(timeouts.body):
-                document = await _body(request, limits)
+                document = await _body(request, limits, budget, held)
         except TimeoutError:
             failure = answer_failure(InvalidDocument(f"the body did not arrive within {timeouts.body:g}s"))
             return Response(dump(failure, fmt), TOO_SLOW, media_type=_MEDIA[fmt], headers={"connection": "close"})
@@ -88,7 +98,7 @@ def http_app(handler: HttpHandler, limits: Limits = Limits(), timeouts: HttpTime
         except Exception as exc:  # a bug must not take the server down
             answer = answer_failure(exc)
         if isinstance(document, TooLarge):
-            status = TOO_LARGE
+            status = HTTP_STATUS["unavailable"] if document.overloaded else TOO_LARGE
         else:
             status = HTTP_STATUS.get(answer["error"]["code"], 500) if "error" in answer else 200
         return Response(dump(answer, fmt), status, media_type=_MEDIA[fmt])
@@ -96,13 +106,17 @@ def http_app(handler: HttpHandler, limits: Limits = Limits(), timeouts: HttpTime
     return Starlette(routes=[Route("/", post, methods=["POST"])])
 
 
-async def _body(request: Request, limits: Limits) -> bytes | TooLarge:
-    """The body, or a :class:`TooLarge` once it outgrows ``limits`` (the rest is not read)."""
+async def _body(request: Request, limits: Limits, budget: ByteBudget, held: list[int]) -> bytes | TooLarge:
+    """The body, or a :class:`TooLarge` once it outgrows ``limits`` or ``budget`` (the rest is not read); the
+    bytes it reserved from ``budget`` are added to ``held[0]``."""
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limits.max_bytes:
             return TooLarge(len(body))
+        if not budget.take(len(chunk)):
+            return TooLarge(len(body), overloaded=True)
+        held[0] += len(chunk)
     return bytes(body)
 
 
