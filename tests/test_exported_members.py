@@ -81,6 +81,7 @@ def test_logd_errors():
         "ReadBudgetExceeded": "storage_error", "Unsupported": "unsupported", "NotFound": "not_found",
         "Compacted": "compacted", "OwnerUnavailable": "unavailable", "Unavailable": "unavailable",
         "Unauthenticated": "unauthenticated", "Forbidden": "forbidden", "LimitExceeded": "limit_exceeded",
+        "StoreDamaged": "storage_error",
     }
 
 

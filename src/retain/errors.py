@@ -32,7 +32,8 @@
         ├── PreconditionFailed             precondition_failed: the state did not match; nothing written
         ├── SchemaViolation                schema_violation: the schema forbids the write (path, constraint)
         ├── StorageError                   storage_error: the store failed underneath
-        │   └── ReadBudgetExceeded         a read would touch more than storage.readBudget records
+        │   ├── ReadBudgetExceeded         a read would touch more than storage.readBudget records
+        │   └── StoreDamaged               the store's file fails its integrity check, or a row does not decode
         ├── Unsupported                    unsupported: a verb or feature this logd or transport lacks
         ├── NotFound (LookupError)         not_found: nothing at the path, or no such scope
         ├── Compacted                      compacted: no kept snapshot serves that commit
@@ -92,6 +93,7 @@ __all__ = [
     "ServerStartError",
     "ServerUnavailable",
     "StorageError",
+    "StoreDamaged",
     "UnarchivableEntry",
     "Unsupported",
     "WrongTypeError",
@@ -204,6 +206,11 @@ class StorageError(LogdError):
 
 class ReadBudgetExceeded(StorageError):
     """A read would touch more records than ``storage.readBudget`` allows."""
+
+
+class StoreDamaged(StorageError):
+    """The store is damaged: its file fails SQLite's integrity check (the file is named; logd refuses to serve
+    it), or a row read does not decode (the key is named). Never served as if it were whole."""
 
 
 class Unsupported(LogdError):

@@ -186,4 +186,8 @@ class Backend(Reads, Protocol):
     def reclaim(self) -> None:
         """Return freed space to the file system, so removed versions are gone from disk."""
 
+    def check(self, full: bool = False) -> list[str]:
+        """What is damaged in the store, as the database reports it; empty when nothing is. ``full``: every
+        check the database has (slow: reads every page and index), else a quick one (run at open)."""
+
     def close(self) -> None: ...
