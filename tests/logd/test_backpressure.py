@@ -3,18 +3,19 @@ and stops feeding the writer, buffered bytes are capped process-wide, slow and i
 
 from __future__ import annotations
 
-import os
+import asyncio
 import re
 import socket
 import subprocess
 import sys
 import threading
 
+import httpx
 import pytest
 
 from retain.logd import Client, ServerThread
 from retain.servers import free_port
-from retain.wire import Framer, HttpTimeouts, StreamTimeouts, load
+from retain.wire import Framer, HttpTimeouts, StreamSockets, StreamTimeouts, load
 from tests.helpers.waiting import wait_for
 
 BIG = "x" * 100_000  # a value whose answer fills socket buffers quickly
@@ -168,3 +169,36 @@ def _wait_closed(client: Client) -> None:
     """Block until the server closes ``client``'s idle connection (raises then)."""
     client.sock.settimeout(60)
     client.receive()
+
+
+class TestNoDelay:
+    def test_http_connections_turn_nagle_off(self, served):
+        """The HTTP socket was made with proto 0, so asyncio left Nagle on: every keep-alive request paid ~44 ms
+        (the response's second write waiting for the client's delayed ACK). Each accepted connection now has
+        TCP_NODELAY."""
+        with httpx.Client() as client:
+            assert client.post(served.http_url, json={"get": {}}).status_code in (200, 404)
+            connections = served.server._http._server.server_state.connections
+            assert connections
+            for connection in connections:
+                sock = connection.transport.get_extra_info("socket")
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+    def test_stream_connections_turn_nagle_off(self, store):
+        """Every accepted stream connection has TCP_NODELAY."""
+        seen = []
+
+        async def handler(reader, writer):
+            seen.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        async def run():
+            sockets = StreamSockets(handler)
+            await sockets.bind(("127.0.0.1", 0), None)
+            reader, writer = await asyncio.open_connection(*sockets.address)
+            await reader.read()
+            writer.close()
+            await sockets.close()
+
+        asyncio.run(run())
+        assert seen and all(seen)
