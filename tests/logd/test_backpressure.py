@@ -202,3 +202,25 @@ class TestNoDelay:
 
         asyncio.run(run())
         assert seen and all(seen)
+
+
+class TestReadsBesideTheWriter:
+    def test_gets_are_answered_while_the_writer_is_busy(self, served):
+        """With the writer held by a long job, a get and a list (HTTP and stream) are still answered: they read
+        a WAL snapshot on a reader thread instead of queueing behind the writer; a patch waits its turn."""
+        served.server.store.session().patch([{"set": "jobs.j1", "value": {"status": "done"}}])
+        release = threading.Event()
+        busy = served.server.writer.submit(release.wait, 120)
+        try:
+            answer = httpx.post(served.http_url, json={"get": {"path": "jobs.j1"}}, timeout=60)
+            assert answer.json() == {"result": {"get": {"commit": 1, "value": {"status": "done"}}}}
+            with Client(served.address, timeout=60) as client:
+                assert client.list("jobs.*").items == {"j1": {"status": "done"}}
+                client.send({"patch": {"ops": [{"set": "jobs.j2", "value": 1}]}})
+                client.send({"get": {"path": "jobs.j2"}})  # behind the patch: waits for it, then sees it
+                release.set()
+                assert client.receive() == {"result": {"patch": {"commit": 2}}}
+                assert client.receive() == {"result": {"get": {"commit": 2, "value": 1}}}
+        finally:
+            release.set()
+            busy.result(timeout=60)

@@ -15,6 +15,12 @@ between two batches: no client waits for a whole pass. The connection's own requ
 it wait for its answer (and so see all its deletes); behind a plain request they go straight
 to the writer as before.
 
+A ``get`` or ``list`` (:func:`~retain.logd.verbs.reads_only`) does not queue behind the writer: it is
+answered on a reader thread, on a snapshot of a WAL reader connection that thread keeps -- over HTTP at
+once, on a stream once the connection's request before it is answered (so it still sees that
+request's writes), the connection's next request waiting for it in turn. A scoped read over HTTP
+goes to the writer, which makes the scope if it is new.
+
 A ``watch`` subscribes the connection: after its answer, the backlog of deltas and
 then every later commit touching the prefix arrive as ``{delta: {...}}`` documents,
 interleaved with the answers to whatever else the connection sends.
@@ -43,7 +49,7 @@ from retain.logd.paths import Path
 from retain.logd.retain import Step, drive_async
 from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
-from retain.logd.verbs import Context, delta_document, handle, staged, steps
+from retain.logd.verbs import Context, delta_document, handle, reads_only, staged, steps
 from retain.wire import (DEFAULT_SOCKET_MODE, ByteBudget, Format, StreamTimeouts, HostPort, HttpServer, HttpTimeouts, Limits, Link, Reply,
                          StreamServer, ThreadedServer, Token, Tokens, answer_failure, frame, http_app, refuse_open)
 
@@ -125,6 +131,14 @@ class _Conversation:
         staged request waits for the one before it, then runs its steps."""
         previous, loop = self._last, asyncio.get_running_loop()
         answer: asyncio.Future[Reply]
+        if reads_only(request) and self.server.reads_apart:
+            # Beside the writer, once the request before it is answered; the next one waits for it.
+            if previous is None or previous.done():
+                answer = loop.run_in_executor(self.server.readers, self._read, request, fmt)
+            else:
+                answer = asyncio.ensure_future(self._read_after(previous, request, fmt))
+            self._last, self._last_queued = answer, False
+            return answer
         queued = not staged(request) and (previous is None or previous.done() or self._last_queued)
         if queued:
             answer = loop.run_in_executor(self.server.writer, self._apply, request, fmt)
@@ -140,6 +154,16 @@ class _Conversation:
             return await asyncio.get_running_loop().run_in_executor(self.server.writer, self._apply, request, fmt)
         self.context.format = fmt
         return Reply(await self.server.run_steps(self.context, request))
+
+    async def _read_after(self, previous: asyncio.Future[Reply], request: Any, fmt: Format) -> Reply:
+        await asyncio.wait([previous])
+        return await asyncio.get_running_loop().run_in_executor(self.server.readers, self._read, request, fmt)
+
+    def _read(self, request: Any, fmt: Format) -> Reply:  # on a reader thread
+        with self.server.store.backend.reading(keep=True) as reads:
+            context = Context(self.server.store, self.context.session.on(reads), format=fmt,
+                              grant=self.context.grant)
+            return Reply(handle(context, request))
 
     def _apply(self, request: Any, fmt: Format) -> Reply:  # on the writer thread
         self.context.format = fmt
@@ -166,6 +190,7 @@ class LogdServer:
                  stream_timeouts: StreamTimeouts = StreamTimeouts()) -> None:
         refuse_open([None if listen is None else listen[0], None if http is None else http[0]], tokens, insecure)
         self.store, self.limits, self.tokens = store, limits, tokens
+        self.reads_apart = store.backend.reads_apart  # gets and lists on reader threads, beside the writer
         self.budget = budget if budget is not None else ByteBudget()  # one for every transport
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logd-writer")
         self.readers = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="logd-reader")
@@ -225,10 +250,17 @@ class LogdServer:
         grant = None if self.tokens is None else self.tokens.bearer(headers)  # 401 before anything else
         author, scope = headers.get("logd-author"), headers.get("logd-scope")
         author = (author or "anonymous") if grant is None else grant.author(author)
+        if reads_only(request) and scope is None and self.reads_apart:
+            return await loop.run_in_executor(self.readers, self._read_http, request, fmt, author, grant)
         if not staged(request):
             return await loop.run_in_executor(self.writer, self._apply_http, request, fmt, author, scope, grant)
         session = await loop.run_in_executor(self.writer, self.store.session, author, scope)  # a new scope is a write
         return await self.run_steps(Context(self.store, session, format=fmt, grant=grant), request)
+
+    def _read_http(self, request: Any, fmt: Format, author: str, grant: Token | None) -> dict[str, Any]:
+        with self.store.backend.reading(keep=True) as reads:  # on a reader thread, a snapshot of its own
+            return handle(Context(self.store, self.store.session(author=author).on(reads), format=fmt,
+                                  grant=grant), request)
 
     def _apply_http(self, request: Any, fmt: Format, author: str, scope: str | None,
                     grant: Token | None) -> dict[str, Any]:

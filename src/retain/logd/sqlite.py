@@ -24,6 +24,7 @@ every item's guard held, and one more for the records beneath the items.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -226,6 +227,9 @@ class SqliteBackend(_Reads):
         # A database only this connection sees (":memory:", "") cannot be read from another.
         self.reads_apart = self.path not in ("", ":memory:") and "mode=memory" not in self.path
         self._checkpoints: _Checkpointer | None = None
+        self._kept = threading.local()  # a reader thread's kept connection (reading(keep=True))
+        self._kept_all: list[sqlite3.Connection] = []
+        self._kept_lock = threading.Lock()
         if self.reads_apart:
             self._db.execute("PRAGMA wal_autocheckpoint = 0")
             self._checkpoints = _Checkpointer(self.path, synchronous)
@@ -265,22 +269,35 @@ class SqliteBackend(_Reads):
             self._checkpoints.wake()
 
     @contextmanager
-    def reading(self) -> Iterator[_Reads]:
+    def reading(self, *, keep: bool = False) -> Iterator[_Reads]:
         if not self.reads_apart:
             yield self  # the writer's own connection: the caller reads on the writer
             return
+        kept: sqlite3.Connection | None = getattr(self._kept, "db", None) if keep else None
         try:
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA query_only = ON")
-            db.execute("PRAGMA busy_timeout = 10000")
+            db = kept if kept is not None else self._reader()
             db.execute("BEGIN")
             db.execute("SELECT 1 FROM commits LIMIT 1").fetchall()  # the snapshot starts at the first read
         except sqlite3.Error as exc:
             raise StorageError(f"sqlite: {exc}") from exc
+        if keep and kept is None:
+            self._kept.db = db
+            with self._kept_lock:
+                self._kept_all.append(db)
         try:
             yield _Reads(db)
         finally:
-            db.close()  # ends the read transaction
+            if keep:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("COMMIT")  # ends the read transaction; the connection stays for the next read
+            else:
+                db.close()  # ends the read transaction
+
+    def _reader(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA query_only = ON")
+        db.execute("PRAGMA busy_timeout = 10000")
+        return db
 
     @_translated
     def write(self, record: CommitRecord, rows: Iterable[Row], meta: dict[str, str] | None = None) -> None:
@@ -440,6 +457,10 @@ class SqliteBackend(_Reads):
     def close(self) -> None:
         if self._checkpoints is not None:
             self._checkpoints.close()
+        with self._kept_lock:
+            for db in self._kept_all:
+                db.close()
+            self._kept_all.clear()
         self._db.close()
 
 

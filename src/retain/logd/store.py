@@ -33,7 +33,7 @@ from retain.logd.paths import ROOT, Path, check_key, parse
 from retain.logd.schema import Schema
 from retain.logd.settings import Settings
 from retain.logd.sqlite import SqliteBackend
-from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest
+from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest, Reads
 from retain.logd.view import View, list_items, read_value
 from retain.wire import check_author, from_plain, to_plain
 
@@ -166,14 +166,15 @@ class Store:
         self._boundary, self._snapshots = new, snapshots
         return Compaction(new, tuple(snapshots), removed)
 
-    def readable(self, at: int | None) -> int:
-        """The commit a read at ``at`` runs at (the head when None), if history still serves it.
+    def readable(self, at: int | None, head: int | None = None) -> int:
+        """The commit a read at ``at`` runs at (the head when None), if history still serves it; ``head``: the
+        head as the reader sees it (a snapshot's), else the store's.
 
         Raises:
             InvalidRequest: ``at`` is not a commit number up to the head.
             Compacted: no kept snapshot serves ``at``; names the nearest kept commits.
         """
-        head = self.head
+        head = self.head if head is None else head
         if at is None:
             return head
         if type(at) is not int or not 1 <= at <= head:
@@ -285,11 +286,20 @@ def _item_texts(container: Path, keyed: bool, items: Sequence[tuple[str, str]]) 
 class Session:
     """An author and an optional scope; every read and write goes through one."""
 
-    def __init__(self, store: Store, author: str, scope: str | None, scope_id: int) -> None:
+    def __init__(self, store: Store, author: str, scope: str | None, scope_id: int,
+                 reads: Reads | None = None) -> None:
         self.store, self.author, self.scope, self.scope_id = store, author, scope, scope_id
+        self.reads = reads  # a snapshot its reads go through, instead of the writer's connection
+
+    def on(self, reads: Reads) -> Session:
+        """This session reading through ``reads`` (a snapshot on a reader thread): its gets and lists do not
+        wait for the writer. Writes still go to the writer."""
+        return Session(self.store, self.author, self.scope, self.scope_id, reads)
 
     def view(self, at: int | None = None) -> View:
         """The tree as this session sees it at ``at`` (the head when None)."""
+        if self.reads is not None:
+            return View(self.reads, self.store.readable(at, self.reads.head()[0]), self.scope_id)
         return View(self.store.backend, self.store.readable(at), self.scope_id)
 
     def patch(self, ops: Iterable[Op | Mapping[str, Any]], *,

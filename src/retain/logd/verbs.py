@@ -34,7 +34,7 @@ from retain.logd.retain import Step, drive, retain_pass
 from retain.logd.store import Delta, Session, Store
 from retain.wire import Format, Token, answer_result, parse_request
 
-__all__ = ["PERMISSION", "authorize", "STAGED", "VERBS", "Context", "Handler", "Staged", "Steps", "Subscribe", "delta_document", "handle",
+__all__ = ["PERMISSION", "READS", "authorize", "reads_only", "STAGED", "VERBS", "Context", "Handler", "Staged", "Steps", "Subscribe", "delta_document", "handle",
            "staged", "steps"]
 
 #: ``subscribe(session, prefix, backlog)``: a stream transport starts sending deltas after ``backlog``.
@@ -93,6 +93,15 @@ def authorize(grant: Token | None, verb: str, body: dict[str, Any]) -> None:
     grant.require(permission, f"{verb}{' (set)' if verb == 'schema' and 'set' in body else ''}")
     if "author" in body:
         grant.author(body["author"])
+
+
+#: the verbs that only read: a server may answer them on a snapshot beside the writer (:func:`reads_only`).
+READS = ("get", "list")
+
+
+def reads_only(request: Any) -> bool:
+    """Whether ``request`` only reads (a get or list); pure, so a transport may ask as it arrives."""
+    return isinstance(request, dict) and len(request) == 1 and next(iter(request)) in READS
 
 
 def staged(request: Any) -> bool:
