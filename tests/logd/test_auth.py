@@ -161,3 +161,25 @@ class TestOpenServers:
         with pytest.raises(InvalidInput, match="refusing to serve 0.0.0.0 without tokens"):
             LogdServer(store, **where)
         LogdServer(store, insecure=True, **where)
+
+
+class TestCli:
+    def test_request_presents_token_or_retain_token(self, guarded, tmp_path):
+        """`retain logd request --token` (or RETAIN_TOKEN) presents the token; without one the request fails."""
+        from click.testing import CliRunner
+
+        from retain.cli import main
+
+        requests = tmp_path / "requests.yaml"
+        requests.write_text("{patch: {ops: [{set: jobs.j1, value: 1}]}}\n...\n{get: {path: jobs.j1}}\n")
+        connect = "{}:{}".format(*guarded.address)
+        runner = CliRunner()
+        refused = runner.invoke(main, ["logd", "request", str(requests), "--connect", connect])
+        assert refused.exit_code != 0 and guarded.server.store.head == 0
+        by_flag = runner.invoke(main, ["logd", "request", str(requests), "--connect", connect, "--json",
+                                       "--token", SECRETS["writer"]])
+        assert by_flag.exit_code == 0, by_flag.output
+        assert '{"result":{"get":{"commit":1,"value":1}}}' in by_flag.output
+        by_env = runner.invoke(main, ["logd", "request", str(requests), "--connect", connect],
+                               env={"RETAIN_TOKEN": SECRETS["writer"]})
+        assert by_env.exit_code == 0 and guarded.server.store.head == 2

@@ -256,7 +256,9 @@ def retain_command(file: IO[str], address: str, author: str | None, scope: str |
 @click.option("--connect", "address", envvar="RETAIN_LOGD", show_envvar=True,
               help=f"The logd to send to: HOST:PORT or unix:PATH; overrides the file's connect [{DEFAULT_LISTEN}].")
 @click.option("--once", is_flag=True, help="Send one request now and exit (for cron); exit status 1 on an error.")
-def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
+@click.option("--token", envvar="RETAIN_TOKEN", show_envvar=True,
+              help="The secret of a token with 'retain' to present (a logd served with --tokens needs one).")
+def schedule_command(policy_path: str, address: str | None, once: bool, token: str | None) -> None:
     """Send the retain request of a TOML schedule to a logd on its beat.
 
     POLICY declares the beat (every), the rules and where logd is (see
@@ -270,6 +272,7 @@ def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
         retain logd schedule retain-jobs.toml
         retain logd schedule retain-jobs.toml --once --connect unix:/run/logd.sock
     """
+    import functools
     import logging
 
     from retain.beats import Beat
@@ -282,14 +285,15 @@ def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
     schedule = load_schedule(policy_path)
     target = parse_address(address or schedule.connect or DEFAULT_LISTEN)
     if once:
-        answer = send_retain(target, schedule.request_at(utc_now()), scope=schedule.scope)
+        answer = send_retain(target, schedule.request_at(utc_now()), scope=schedule.scope, token=token)
         sys.stdout.write(dump_braced(answer))
         if "error" in answer:
             sys.exit(1)
         return
     log = logging.getLogger("retain.schedule")
     beat: Beat = schedule_beat(schedule, target, on_answer=lambda now, answer: log.info(describe_answer(answer)),
-                               on_error=lambda now, error: log.warning("retain at %s: %s", now.isoformat(), error))
+                               on_error=lambda now, error: log.warning("retain at %s: %s", now.isoformat(), error),
+                               send=functools.partial(send_retain, token=token))
     run_daemon(beat, name="retain schedule", log=log, finishing="the beat in progress", stopped=lambda: f"after {beat.beats} beats",
                started=lambda: f"retain schedule from {schedule.source}: {len(schedule.request.rules)} rules "
                                f"every {schedule.every} to {address or schedule.connect or DEFAULT_LISTEN}")
