@@ -47,6 +47,10 @@ class Owners:
     async def call(self, owner: Owner, request: dict[str, Any]) -> dict[str, Any]:
         """Send ``request`` to ``owner`` and return its answer; an owner down is an ``unavailable`` answer."""
         client = self._clients.get(owner.name)
+        if client is not None and client.closed:  # the owner closed it while idle: nothing was sent on it
+            del self._clients[owner.name]
+            await _quietly_close(client)
+            client = None
         try:
             async with asyncio.timeout(self.timeout):
                 if client is None:

@@ -207,6 +207,12 @@ class AsyncClient(_Base):
             raise
         return client
 
+    @property
+    def closed(self) -> bool:
+        """Whether the server has closed this connection (an idle one, after its idle timeout): nothing sent on
+        it would be read. A caller may reconnect before sending, knowing nothing was lost."""
+        return self.reader.at_eof() or self.writer.is_closing()
+
     async def __aenter__(self) -> AsyncClient:
         return self
 

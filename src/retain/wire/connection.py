@@ -127,6 +127,8 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 async with asyncio.timeout_at(deadline):
                     data = await reader.read(_CHUNK)
             except TimeoutError:
+                if not framer.unfinished and not _idle(window, link, timeouts, loop.time()):
+                    continue  # answers went out meanwhile, or a watch began: not idle after all
                 if framer.unfinished:
                     failure = InvalidDocument(f"a document must end (a line '...') within {timeouts.document:g}s "
                                               "of its first byte; closing the connection")
@@ -180,6 +182,7 @@ class _Window:
     def __init__(self, size: int) -> None:
         self._free = asyncio.Semaphore(size)
         self.owed = 0
+        self.answered = asyncio.get_running_loop().time()  # when the last answer went out (or the start)
 
     async def reserve(self) -> None:
         await self._free.acquire()
@@ -187,6 +190,7 @@ class _Window:
 
     def release(self) -> None:
         self.owed -= 1
+        self.answered = asyncio.get_running_loop().time()
         self._free.release()
 
 
@@ -196,9 +200,16 @@ def _deadline(framer: Framer, begun: float, link: Link, window: _Window, timeout
     (no answer owed, no watch streaming) may idle only so long; otherwise never."""
     if framer.unfinished:
         return begun + timeouts.document
-    if timeouts.idle is not None and window.owed == 0 and not link.streaming:
-        return now + timeouts.idle
+    if timeouts.idle is not None and not link.streaming:
+        # Owing answers, it is busy; once it owes none it may idle from its last answer on.
+        return max(now, window.answered) + timeouts.idle
     return None
+
+
+def _idle(window: _Window, link: Link, timeouts: StreamTimeouts, now: float) -> bool:
+    """Whether the connection has owed nothing and streamed nothing for the whole idle timeout."""
+    return (timeouts.idle is not None and window.owed == 0 and not link.streaming
+            and now - window.answered >= timeouts.idle)
 
 
 _OPEN = object()  # an auth document accepted by an open server: no token to carry
