@@ -62,3 +62,21 @@ class TestDocdTokens:
         """docd without tokens on 0.0.0.0 refuses to start unless insecure."""
         with pytest.raises(InvalidInput, match="without tokens"):
             DocdServer(MountTable.of({}, logd=("127.0.0.1", 1)), listen=("0.0.0.0", 0))
+
+
+class TestControllerTokens:
+    def test_a_controller_with_tokens_checks_its_callers(self, tmp_path):
+        """A controller with tokens refuses a caller without one and a reader's patch; docd's owner token
+        reaches it."""
+        from retain.docd import Controller
+
+        tokens = Tokens.load(token_file(tmp_path))
+        with Store.open(str(tmp_path / "ctl.sqlite3")) as store, \
+                ThreadedServer(Controller(store, listen=("127.0.0.1", 0), tokens=tokens)) as ctl:
+            with pytest.raises(Unauthenticated):
+                Client(ctl.address).get("runs")
+            with Client(ctl.address, token=SECRETS["reader"]) as reader, pytest.raises(Forbidden):
+                reader.patch([{"set": "runs.r1", "value": 1}])
+            with Client(ctl.address, token=SECRETS["docd"]) as docd:
+                docd.patch([{"set": "runs.r1", "value": 1}])
+            assert store.head == 1

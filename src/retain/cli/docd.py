@@ -99,7 +99,11 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
 @click.option("--listen", help="TCP HOST:PORT to serve on.")
 @click.option("--socket", "socket_path", help="Unix socket PATH to serve on, instead of --listen.")
 @click.option("--without", multiple=True, help="A verb not to offer (answered unsupported), repeatable: retain.")
-def controller_command(db: str, listen: str | None, socket_path: str | None, without: tuple[str, ...]) -> None:
+@click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False),
+              help="TOML token file of the callers it accepts (docd's --owner-token among them); docs/logd.md.")
+@click.option("--insecure", is_flag=True, help="Serve a non-loopback address without --tokens (anyone may write).")
+def controller_command(db: str, listen: str | None, socket_path: str | None, without: tuple[str, ...],
+                       tokens_file: str | None, insecure: bool) -> None:
     """Serve a store as a controller: its subtree, paths relative to its mount.
 
     It offers every logd verb but watch (serve with 'retain logd serve' for
@@ -110,15 +114,19 @@ def controller_command(db: str, listen: str | None, socket_path: str | None, wit
     Example:
         retain docd controller --db runs.sqlite3 --socket /tmp/runs.sock
         retain docd controller --db ctl.sqlite3 --listen 127.0.0.1:7501 --without retain
+        retain docd controller --db ctl.sqlite3 --listen 0.0.0.0:7501 --tokens owners.toml
     """
     from retain.daemon import run_daemon
     from retain.docd.controller import Controller, controller_verbs
     from retain.logd import Store
     from retain.wire import ThreadedServer
 
+    from retain.cli.logd import server_security
+
     where = _stream_address(listen, socket_path, None)
     verbs = controller_verbs(without)
+    tokens, _, _ = server_security(tokens_file, insecure, None, None, "0600", [where.get("listen")])
     with Store.open(db) as store:
-        running = ThreadedServer(Controller(store, without=without, **where))
+        running = ThreadedServer(Controller(store, without=without, tokens=tokens, insecure=insecure, **where))
         run_daemon(running, name="controller", finishing="the requests under way", started=lambda: f"controller serving {db} on "
                    f"{_where(running.server, socket_path)}; verbs: {', '.join(verbs)}")
