@@ -154,6 +154,16 @@ class TestArchive:
         assert isinstance(archive, Archive) and (tmp_path / "a").is_dir()
         assert parse_policy(ONE).open_archive() is None
 
+    def test_deadline(self):
+        """[archive] deadline is the driver's archive_deadline: seconds or a duration; 10 s when absent."""
+        parsed = parse_policy('[archive]\nurl = "/tmp/never-opened"\ndeadline = "3s"\n' + ARCHIVED)
+        assert parsed.archive is not None and parsed.archive.deadline == 3.0
+        assert parsed.archive_deadline == 3.0
+        assert parse_policy('archive = "/tmp/never-opened"\n' + ARCHIVED).archive_deadline == 10.0
+        with pytest.raises(InvalidPolicy, match=r"\[archive\]: field 'deadline': must be a positive number of "
+                                                r"seconds such as 10, or a duration such as '10s' \(got 0\)"):
+            parse_policy('[archive]\nurl = "/tmp/never-opened"\ndeadline = 0\n' + ARCHIVED)
+
     def test_table_form_hides_credentials(self):
         """An [archive] table takes the s3 options and min_entries; its repr never shows a credential."""
         parsed = parse_policy('[archive]\nurl = "s3://b/p"\naccess_key_id = "AKIA"\nsecret_access_key = "hush"\n'

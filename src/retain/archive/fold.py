@@ -36,7 +36,8 @@ from retain.archive.files import FileWriter
 from retain.archive.plan import plan_fold_trim
 from retain.archive.table import Advance, Archive, ArchivedFile
 from retain.clock import utc_now
-from retain.errors import ArchiveConflict, ArchiveUnavailable, InvalidInput, InvalidWindow, RetainError
+from retain.errors import (ArchiveConflict, ArchiveTimeout, ArchiveUnavailable, InvalidInput, InvalidWindow,
+                           RetainError)
 from retain.ids import StreamId, upper_bound
 from retain.streams.keys import Stream, key_of
 from retain.streams.trim import check_limit, trim, xtrim_command
@@ -367,7 +368,8 @@ class _Pending:
 def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], archive: Archive,
                        now: datetime | None = None, *, count: int = DEFAULT_COUNT,
                        segment_entries: int = DEFAULT_SEGMENT_ENTRIES, min_entries: int = 1,
-                       limit: int | None = None) -> tuple[FoldTrimOutcome, ...]:
+                       limit: int | None = None,
+                       cancelled: Callable[[], bool] | None = None) -> tuple[FoldTrimOutcome, ...]:
     """Fold every stream of ``targets`` as :func:`fold_then_trim` would, in **one** commit, then trim each.
 
     Each stream: its boundary, W (all from one snapshot), what waits between
@@ -380,6 +382,13 @@ def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], arch
     rival commits some of the same streams first, those are read again from
     the rival's W and the commit is tried again (INV-FENCE).
 
+    ``cancelled`` (the retention driver's deadline) is asked before each
+    stream is read, before the commit and before each trim: once it answers
+    True no further step starts, and every stream not yet done fails with
+    :class:`~retain.errors.ArchiveTimeout`. A call the driver gave up on
+    therefore never trims after its beat (files already stored stay unlisted
+    by any commit; vacuum removes them).
+
     Raises:
         InvalidInput, InvalidWindow: a size, limit or window refused before any I/O.
         ArchiveNeedsMigration: a format-1 archive.
@@ -391,6 +400,7 @@ def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], arch
         now = utc_now()
     for stream, window in targets:
         xtrim_command(stream, window, now)  # every stream and window checked before any I/O
+    stop = _Stop(cancelled)
     archive.check_writable()
     pending = [_Pending(stream, key_of(stream), window) for stream, window in targets]
     for item in pending:
@@ -410,14 +420,36 @@ def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], arch
             if unavailable is not None:
                 item.error = unavailable
                 continue
+            if stop.now():
+                item.error = stop.error("read")
+                continue
             _read_stream(reader, item, archive, count, segment_entries, min_entries, workers)
             if isinstance(item.error, ArchiveUnavailable):
                 # The streams after this one would each wait out the store's retries again: they fail at once.
                 unavailable = ArchiveUnavailable(f"not folded this beat: the archive was unavailable to {item.key} "
                                                  f"({item.error})")
                 unavailable.__cause__ = item.error
-        _commit(reader, pending, archive, count, segment_entries, min_entries, workers)
-    return tuple(_trimmed(conn, item, archive, min_entries, limit) for item in pending)
+        if stop.now():
+            for item in pending:
+                item.error = item.error or stop.error("committed")
+        else:
+            _commit(reader, pending, archive, count, segment_entries, min_entries, workers)
+    return tuple(_trimmed(conn, item, archive, min_entries, limit, stop) for item in pending)
+
+
+class _Stop:
+    """The caller's ``cancelled`` question, remembered once it answered True."""
+
+    def __init__(self, cancelled: Callable[[], bool] | None) -> None:
+        self.cancelled, self.stopped = cancelled, False
+
+    def now(self) -> bool:
+        if not self.stopped and self.cancelled is not None:
+            self.stopped = bool(self.cancelled())
+        return self.stopped
+
+    def error(self, step: str) -> ArchiveTimeout:
+        return ArchiveTimeout(f"not {step} this beat: the beat's deadline for the archive passed first")
 
 
 def _read_stream(conn: Any, item: _Pending, archive: Archive, count: int, segment_entries: int, min_entries: int,
@@ -480,9 +512,12 @@ def _commit(conn: Any, pending: list[_Pending], archive: Archive, count: int, se
             return
 
 
-def _trimmed(conn: Any, item: _Pending, archive: Archive, min_entries: int, limit: int | None) -> FoldTrimOutcome:
+def _trimmed(conn: Any, item: _Pending, archive: Archive, min_entries: int, limit: int | None,
+             stop: _Stop) -> FoldTrimOutcome:
     if item.error is not None:
         return FoldTrimOutcome(item.key, error=item.error)
+    if stop.now():
+        return FoldTrimOutcome(item.key, error=stop.error("trimmed"), trimming=True)
     folded = FoldResult(item.key, item.entries if item.files else 0, len(item.files), item.after, archive.version,
                         item.races, item.left)
     if item.boundary is None:

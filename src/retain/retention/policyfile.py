@@ -19,7 +19,9 @@
 
 The ``[archive]`` table form takes ``url`` and, for ``s3://``, ``endpoint``,
 ``region``, ``access_key_id``, ``secret_access_key``, ``session_token`` and
-``allow_http``; ``min_entries`` (the driver's ``fold_min_entries``); and the
+``allow_http``; ``min_entries`` (the driver's ``fold_min_entries``); ``deadline``
+(seconds or a duration such as ``"10s"``: how long a beat waits for its archive
+work before the archived streams fail the beat, 10 s by default); and the
 archive's maintenance: ``maintain_every`` (a duration, or false for never by
 itself), ``max_age`` (rows older than that expire), ``log_retention``,
 ``vacuum_retention`` and ``target_file_entries``. A ``[[stream]]`` with
@@ -67,7 +69,9 @@ WINDOW_FIELDS = ("maxlen", "max_age", "min_id")
 S3_FIELDS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "allow_http")
 #: the archive's maintenance (retain.archive.MaintenanceSettings takes them)
 MAINTENANCE_FIELDS = ("maintain_every", "max_age", "log_retention", "vacuum_retention", "target_file_entries")
-ARCHIVE_FIELDS = ("url", *S3_FIELDS, "min_entries", *MAINTENANCE_FIELDS)
+ARCHIVE_FIELDS = ("url", *S3_FIELDS, "min_entries", "deadline", *MAINTENANCE_FIELDS)
+#: seconds a beat waits for its archive work (the driver's ``archive_deadline``)
+DEFAULT_ARCHIVE_DEADLINE = 10.0
 #: archive URL schemes a daemon may fold into: a path without a scheme is a local directory
 ARCHIVE_SCHEMES = ("", "file", "s3", "s3a")
 
@@ -84,6 +88,8 @@ class ArchiveSettings:
     options: Mapping[str, str | bool] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     #: the driver's ``fold_min_entries``
     min_entries: int = 1
+    #: the driver's ``archive_deadline``: seconds a beat waits for its archive work
+    deadline: float = DEFAULT_ARCHIVE_DEADLINE
     #: how often the driver maintains the archive (None: never by itself)
     maintain_every: timedelta | None = timedelta(minutes=5)
     #: rows older than this expire from every archived stream (None: never)
@@ -112,6 +118,11 @@ class PolicyFile:
     def fold_min_entries(self) -> int:
         """The driver's ``fold_min_entries``: the archive's ``min_entries``, else 1."""
         return self.archive.min_entries if self.archive is not None else 1
+
+    @property
+    def archive_deadline(self) -> float:
+        """The driver's ``archive_deadline``: the archive's ``deadline``, else its default."""
+        return self.archive.deadline if self.archive is not None else DEFAULT_ARCHIVE_DEADLINE
 
     def maintenance(self) -> MaintenanceSettings | None:
         """How the driver maintains the file's archive (:class:`retain.archive.MaintenanceSettings`); None without one.
@@ -265,7 +276,9 @@ def _archive(document: dict[str, Any], where: Where) -> ArchiveSettings | None:
             assert value is not None
             options[name] = value
     min_entries = _fields.whole_number(table.get("min_entries", 1), "min_entries", inner, minimum=1)
-    return ArchiveSettings(url, MappingProxyType(options), min_entries, **_maintenance(table, inner))
+    deadline = _fields.seconds(table.get("deadline", DEFAULT_ARCHIVE_DEADLINE), "deadline", inner,
+                               example="10", duration_example="10s")
+    return ArchiveSettings(url, MappingProxyType(options), min_entries, deadline, **_maintenance(table, inner))
 
 
 def _maintenance(table: dict[str, Any], where: Where) -> dict[str, Any]:
