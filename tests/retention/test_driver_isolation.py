@@ -16,7 +16,7 @@ import pytest
 
 from retain.errors import ArchiveTimeout, InvalidPolicy
 from retain.retention import RetentionDriver, StreamPolicy
-from retain.servers import SeaweedServer
+from retain.servers import RedisServer, SeaweedServer
 from retain.streams import StreamRef
 from retain.windows import MaxLen
 from tests.helpers.archive import archived_ids
@@ -76,3 +76,23 @@ def test_frozen_store_fails_only_the_archived_stream(redis_conn, weed):
 def test_deadline_is_checked(redis_conn):
     with pytest.raises(InvalidPolicy, match="archive_deadline: must be a positive number of seconds"):
         RetentionDriver(redis_conn, [(fresh("x"), MaxLen(5))], archive_deadline=0)
+
+
+def test_wrong_password_is_not_an_outage(tmp_path):
+    """A wrong Redis password fails plain and archived streams with AuthenticationError, never ServerUnavailable:
+    the beat does not back off as for an outage (issue 13, finding 8)."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from retain.archive import Archive
+    from retain.errors import AuthenticationError, ServerUnavailable
+
+    plain, archived = fresh("plain"), fresh("archived")
+    with RedisServer(config={"requirepass": "s3cret"}) as server, \
+            server.client(password="wrong", retry=Retry(NoBackoff(), 0)) as conn:
+        report = RetentionDriver(conn, [(plain, MaxLen(5)), StreamPolicy(archived, MaxLen(5), archive=True)],
+                                 archive=Archive(str(tmp_path / "archive"))).sweep()
+    assert set(report.failures) == {plain.key, archived.key}
+    for error in report.failures.values():
+        assert isinstance(error, AuthenticationError) and not isinstance(error, ServerUnavailable)
+    assert not report.lost_connection

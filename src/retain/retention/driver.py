@@ -223,7 +223,7 @@ class _Driver:
         self.maintenance = checked_maintenance(self.policy, self.archive, maintenance)
         self._maintained_at: datetime | None = None
         options = Where("", InvalidPolicy)
-        self.fold_min_entries = _fields.whole_number(fold_min_entries, "fold_min_entries", options, minimum=1)
+        self.fold_min_entries = _fields.count(fold_min_entries, "fold_min_entries", options, minimum=1)
         self.tick = _fields.seconds(tick, "tick", options)
         self.max_backoff = _fields.seconds(max_backoff, "max_backoff", options)
         self.archive_deadline = _fields.seconds(archive_deadline, "archive_deadline", options, example="10.0",
