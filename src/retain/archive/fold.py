@@ -33,6 +33,7 @@ from retain._fields import Where
 from retain._redis import translate_errors
 from retain.archive._pipeline import Chunks, paused_gc, raw_reader
 from retain.archive.files import FileWriter
+from retain.archive.gap import LiveInfo, gap, live_info, live_infos, next_ordinal
 from retain.archive.plan import plan_fold_trim
 from retain.archive.table import Advance, Archive, ArchivedFile
 from retain.clock import utc_now
@@ -203,6 +204,8 @@ def fold(conn: Any, stream: Stream, archive: Archive, upto: str | datetime | Str
         WrongTypeError, ServerError, ServerUnavailable: from Redis.
         ArchiveError: from the store or the table; W is then where the last commit put it.
         ArchiveNeedsMigration: a format-1 archive, before anything is read.
+        ArchiveGap: the live stream lost entries after W that the archive does not hold
+            (:mod:`retain.archive.gap`): nothing is folded over the gap.
         UnarchivableEntry: an entry the table's columns cannot hold.
 
     Example:
@@ -215,10 +218,15 @@ def fold(conn: Any, stream: Stream, archive: Archive, upto: str | datetime | Str
     archive.check_writable()
     if boundary is None:
         boundary = _last_id(conn, key)
-    watermark = archive.watermark(stream)
+    info = live_info(conn, key)  # before W: see retain.archive.gap
+    watermark, ordinal = archive.positions([stream])[key]
     if boundary is None:
         return FoldResult(key, 0, 0, watermark, archive.version)
-    return _Folder(conn, stream, archive, boundary, count, segment_entries, progress).run(watermark, min_entries)
+    missing = gap(key, info, watermark, ordinal)
+    if missing is not None:
+        raise missing
+    folder = _Folder(conn, stream, archive, boundary, count, segment_entries, progress)
+    return folder.run(watermark, min_entries, info, ordinal)
 
 
 class _Folder:
@@ -236,7 +244,8 @@ class _Folder:
         if self.progress is not None:
             self.progress(FoldProgress(kind, self.entries, pending, watermark))
 
-    def run(self, watermark: StreamId | None, min_entries: int) -> FoldResult:
+    def run(self, watermark: StreamId | None, min_entries: int, info: LiveInfo | None = None,
+            ordinal: int = 0) -> FoldResult:
         with ExitStack() as stack:
             workers = _Workers(stack)
             while watermark is None or watermark < self.boundary:
@@ -257,15 +266,16 @@ class _Folder:
                 encoded = writer.finish()
                 stored = self.archive.put_file(self.stream, encoded)
                 self._tell("file", watermark, writer.count)
+                after = next_ordinal(info, watermark, ordinal, encoded.count)
                 try:
-                    self.archive.commit([Advance(self.key, watermark, encoded.last, (stored,))])
+                    self.archive.commit([Advance(self.key, watermark, encoded.last, (stored,), after)])
                 except ArchiveConflict:
                     # The fence: a rival owns this step of W. Take its W and go on from it.
                     self.races += 1
-                    watermark = self.archive.watermark(self.stream)
+                    watermark, ordinal = self.archive.positions([self.stream])[self.key]
                     self._tell("race", watermark)
                     continue
-                watermark = encoded.last
+                watermark, ordinal = encoded.last, after
                 self.entries += encoded.count
                 self.files += 1
                 self._tell("commit", watermark)
@@ -363,6 +373,9 @@ class _Pending:
     left: int = 0
     races: int = 0
     error: RetainError | None = None
+    #: the live stream's counters, read before W (retain.archive.gap); W's ordinal as the beat read it
+    info: LiveInfo | None = None
+    ordinal: int = 0
 
 
 def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], archive: Archive,
@@ -408,15 +421,20 @@ def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], arch
             item.boundary = fold_boundary(conn, item.stream, item.window, now)
         except RetainError as error:
             item.error = error
+    _read_infos(conn, pending)
     reader = raw_reader(conn)
     with ExitStack() as stack:
         workers = _Workers(stack)
-        _, watermarks = archive.watermarks(item.stream for item in pending if item.error is None)
+        positions = archive.positions(item.stream for item in pending if item.error is None)
         unavailable: ArchiveUnavailable | None = None
         for item in pending:
             if item.error is not None:
                 continue
-            item.before = item.after = watermarks[item.key]
+            item.before, item.ordinal = positions[item.key]
+            item.after = item.before
+            item.error = gap(item.key, item.info, item.before, item.ordinal)
+            if item.error is not None:
+                continue
             if unavailable is not None:
                 item.error = unavailable
                 continue
@@ -450,6 +468,19 @@ class _Stop:
 
     def error(self, step: str) -> ArchiveTimeout:
         return ArchiveTimeout(f"not {step} this beat: the beat's deadline for the archive passed first")
+
+
+def _read_infos(conn: Any, pending: list[_Pending]) -> None:
+    """Each stream's live counters, in one pipeline, before any W is read (see retain.archive.gap)."""
+    keys = [item.key for item in pending if item.error is None]
+    try:
+        infos = live_infos(conn, keys)
+    except RetainError as error:
+        for item in pending:
+            item.error = item.error or error
+        return
+    for item in pending:
+        item.info = infos.get(item.key)
 
 
 def _read_stream(conn: Any, item: _Pending, archive: Archive, count: int, segment_entries: int, min_entries: int,
@@ -489,7 +520,8 @@ def _commit(conn: Any, pending: list[_Pending], archive: Archive, count: int, se
         moving = [item for item in pending if item.error is None and item.files]
         if not moving:
             return
-        changes = [Advance(item.key, item.before, item.after, tuple(item.files))  # type: ignore[arg-type]
+        changes = [Advance(item.key, item.before, item.after, tuple(item.files),  # type: ignore[arg-type]
+                           next_ordinal(item.info, item.before, item.ordinal, item.entries))
                    for item in moving]
         try:
             archive.commit(changes)
@@ -499,12 +531,12 @@ def _commit(conn: Any, pending: list[_Pending], archive: Archive, count: int, se
                 for item in moving:
                     item.error = conflict
                 return
-            _, watermarks = archive.watermarks(item.stream for item in moving)
+            positions = archive.positions(item.stream for item in moving)
             for item in moving:
-                if watermarks[item.key] != item.before:
+                if positions[item.key][0] != item.before:
                     # A rival folded this stream: its files stay unlisted; go on from the rival's W.
                     item.races += 1
-                    item.before = watermarks[item.key]
+                    item.before, item.ordinal = positions[item.key]
                     _read_stream(conn, item, archive, count, segment_entries, min_entries, workers)
         except RetainError as error:
             for item in moving:

@@ -54,6 +54,7 @@ from retain.archive.layout import (
     PARTITION,
     commit_path,
     expired_txn,
+    ordinal_txn,
     file_name,
     file_range,
     rewrite_txn,
@@ -151,6 +152,8 @@ class Advance:
     before: StreamId | None
     after: StreamId
     files: tuple[ArchivedFile, ...]
+    #: W's ordinal after the change: it was the n-th entry ever added to the live stream (0: unknown)
+    ordinal: int = 0
 
     def __post_init__(self) -> None:
         # delta-rs takes any version for an app id: that W only grows is checked here.
@@ -321,6 +324,15 @@ class Archive:
             return -1, {key: self._legacy.manifest(key).watermark for key in keys}
         with self._lock:
             return self._version, {key: self._watermark(key) for key in keys}
+
+    def positions(self, streams: Iterable[Stream]) -> dict[str, tuple[StreamId | None, int]]:
+        """W of each stream and its ordinal (0: unknown; see :mod:`retain.archive.gap`), from one snapshot."""
+        keys = [key_of(stream) for stream in streams]
+        self._current()
+        if self._legacy is not None:
+            return {key: (self._legacy.manifest(key).watermark, 0) for key in keys}
+        with self._lock:
+            return {key: (self._watermark(key), self._txn(ordinal_txn(key)) or 0) for key in keys}
 
     def _watermark(self, key: str) -> StreamId | None:
         if key not in self._watermarks:
@@ -649,7 +661,8 @@ def _actions(change: Change, now: int) -> list[AddAction | RemoveAction]:
 def _transactions(change: Change) -> list[Transaction]:
     if isinstance(change, Advance):
         ms_id, seq_id = watermark_txns(change.stream)
-        return [Transaction(ms_id, change.after.ms), Transaction(seq_id, change.after.seq)]
+        return [Transaction(ms_id, change.after.ms), Transaction(seq_id, change.after.seq),
+                Transaction(ordinal_txn(change.stream), change.ordinal)]
     found = [Transaction(rewrite_txn(change.stream), change.rewrites + 1)]
     if change.expired_before is not None:
         found.append(Transaction(expired_txn(change.stream), change.expired_before))
