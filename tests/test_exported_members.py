@@ -50,7 +50,7 @@ def test_archive():
     assert sorted(retain.archive.__all__) == sorted([
         "FILE_SCHEMA", "FORMAT_VERSION", "TABLE_SCHEMA", "Archive", "ArchiveAccessDenied", "ArchiveConflict",
         "ArchiveCorrupt", "ArchiveError", "ArchiveGap", "ArchiveNeedsMigration", "ArchiveObjectExists", "ArchiveObjectMissing",
-        "ArchiveTimeout", "ArchiveUnavailable", "ArchivedFile", "FoldProgress", "FoldResult", "FoldTrimOutcome", "FoldTrimPlan",
+        "ArchiveTimeout", "ArchiveUnavailable", "ArchivedFile", "Damage", "VerifyReport", "verify", "FoldProgress", "FoldResult", "FoldTrimOutcome", "FoldTrimPlan",
         "FoldTrimResult", "InvalidArchive", "InvalidStreamId", "MaintenanceReport", "MaintenanceSettings",
         "MigrationReport", "StreamId", "StreamMaintenance", "StreamState", "UnarchivableEntry", "fold",
         "fold_boundary", "fold_then_trim", "fold_then_trim_all", "maintain", "migrate", "plan_compaction",
