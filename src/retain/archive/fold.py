@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from retain import _fields
 from retain._fields import Where
-from retain._redis import translate_errors
+from retain._redis import as_retain_error, translate_errors
 from retain.archive._pipeline import Chunks, paused_gc, raw_reader
 from retain.archive.files import FileWriter
 from retain.archive.gap import LiveInfo, gap, live_info, live_infos, next_ordinal
@@ -59,6 +59,8 @@ DEFAULT_COUNT = 1_000
 DEFAULT_SEGMENT_ENTRIES = 100_000
 #: commits a beat tries when rivals keep winning, before its streams count as failed this beat
 COMMIT_ATTEMPTS = 5
+#: data files a beat stores at once (fold_then_trim_all)
+PUT_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -150,18 +152,63 @@ class _Workers:
     def __init__(self, stack: ExitStack) -> None:
         stack.enter_context(paused_gc())
         self.encoder: Executor | None = stack.enter_context(_Lazy("retain-fold-encode"))
+        self.storer = _Storer(stack.enter_context(_Lazy("retain-fold-put", PUT_THREADS)))
+
+
+class _Storer:
+    """A beat's data files stored a few at a time on threads (the store's I/O releases the GIL): a beat of
+    1,000 streams writes 1,000 small files, and one after the other that took seconds on a local disk and
+    longer on S3. The commit waits for them all (:meth:`wait`). Once a put finds the store unavailable, the
+    streams not yet stored fail at once rather than each waiting out the store's retries again."""
+
+    def __init__(self, pool: Executor) -> None:
+        self.pool = pool
+        self.unavailable: ArchiveUnavailable | None = None
+
+    def put(self, archive: Archive, item: _Pending, encoded: Any) -> None:
+        if self.unavailable is not None:
+            raise self.unavailable
+        future = self.pool.submit(archive.put_file, item.stream, encoded)
+        key = item.key
+
+        def watch(done: Future[ArchivedFile]) -> None:
+            self._watch(done, key)
+
+        future.add_done_callback(watch)
+        item.puts.append(future)
+
+    def _watch(self, done: Future[ArchivedFile], key: str) -> None:
+        if done.cancelled():
+            return
+        error = done.exception()
+        if isinstance(error, ArchiveUnavailable) and self.unavailable is None:
+            unavailable = ArchiveUnavailable(f"not folded this beat: the archive was unavailable to {key} ({error})")
+            unavailable.__cause__ = error
+            self.unavailable = unavailable
+
+    def wait(self, pending: Sequence[_Pending]) -> None:
+        """Every put of ``pending`` done: its files listed in id order, or its first error the stream's."""
+        for item in pending:
+            for future in item.puts:
+                try:
+                    item.files.append(future.result())
+                except RetainError as error:
+                    item.error = item.error or error
+            item.puts = []
+            if item.error is None:
+                item.files.sort(key=lambda file: file.first)
 
 
 class _Lazy(Executor):
-    """A one-thread executor whose thread starts with its first task."""
+    """An executor of ``threads`` threads (one by default) that start with its first task."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, name: str, threads: int = 1) -> None:
+        self.name, self.threads = name, threads
         self._pool: ThreadPoolExecutor | None = None
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix=self.name)
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=self.name)
         return self._pool.submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
@@ -376,6 +423,8 @@ class _Pending:
     #: the live stream's counters, read before W (retain.archive.gap); W's ordinal as the beat read it
     info: LiveInfo | None = None
     ordinal: int = 0
+    #: its data files on their way to the store (see _Storer)
+    puts: list[Future[ArchivedFile]] = field(default_factory=list)
 
 
 def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], archive: Archive,
@@ -416,12 +465,10 @@ def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], arch
     stop = _Stop(cancelled)
     archive.check_writable()
     pending = [_Pending(stream, key_of(stream), window) for stream, window in targets]
-    for item in pending:
-        try:
-            item.boundary = fold_boundary(conn, item.stream, item.window, now)
-        except RetainError as error:
-            item.error = error
+    # One pipeline of XINFO STREAM (the gap check's counters, and each length), one of the XRANGEs that
+    # find the MaxLen boundaries: a beat of 1,000 streams makes two round trips here, not 2,000.
     _read_infos(conn, pending)
+    _boundaries(conn, pending, now)
     reader = raw_reader(conn)
     with ExitStack() as stack:
         workers = _Workers(stack)
@@ -435,6 +482,7 @@ def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], arch
             item.error = gap(item.key, item.info, item.before, item.ordinal)
             if item.error is not None:
                 continue
+            unavailable = unavailable or workers.storer.unavailable
             if unavailable is not None:
                 item.error = unavailable
                 continue
@@ -447,12 +495,13 @@ def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], arch
                 unavailable = ArchiveUnavailable(f"not folded this beat: the archive was unavailable to {item.key} "
                                                  f"({item.error})")
                 unavailable.__cause__ = item.error
+        workers.storer.wait(pending)
         if stop.now():
             for item in pending:
                 item.error = item.error or stop.error("committed")
         else:
             _commit(reader, pending, archive, count, segment_entries, min_entries, workers)
-    return tuple(_trimmed(conn, item, archive, min_entries, limit, stop) for item in pending)
+    return _trim_all(conn, pending, archive, min_entries, limit, stop)
 
 
 class _Stop:
@@ -468,6 +517,36 @@ class _Stop:
 
     def error(self, step: str) -> ArchiveTimeout:
         return ArchiveTimeout(f"not {step} this beat: the beat's deadline for the archive passed first")
+
+
+def _boundaries(conn: Any, pending: list[_Pending], now: datetime | None) -> None:
+    """Each stream's boundary, as :func:`fold_boundary` finds it, with the lengths XINFO gave and the
+    XRANGEs a MaxLen window needs sent in one pipeline."""
+    asked: list[tuple[_Pending, tuple[str, ...]]] = []
+    for item in pending:
+        if item.error is not None:
+            continue
+        window = item.window
+        if not isinstance(window, MaxLen) or item.info is None:
+            # No I/O for an age or id floor; a key XINFO could not read goes the long way (its error is its own).
+            try:
+                item.boundary = fold_boundary(conn, item.stream, window, now)
+            except RetainError as error:
+                item.error = error
+            continue
+        dropped = item.info.length - window.count
+        if dropped <= 0:
+            continue
+        command: tuple[str, ...] = (
+            ("XRANGE", item.key, "-", "+", "COUNT", str(dropped)) if dropped <= window.count + 1
+            else ("XREVRANGE", item.key, "+", "-", "COUNT", str(window.count + 1)))
+        asked.append((item, command))
+    answers = _send_all(conn, [command for _, command in asked])
+    for (item, _), answer in zip(asked, answers):
+        if isinstance(answer, RetainError):
+            item.error = answer
+        elif answer:
+            item.boundary = StreamId.parse(answer[-1][0])
 
 
 def _read_infos(conn: Any, pending: list[_Pending]) -> None:
@@ -497,13 +576,13 @@ def _read_stream(conn: Any, item: _Pending, archive: Archive, count: int, segmen
                                            workers=workers)
             if not writer.count:
                 return
-            if exhausted and not item.files and plan_fold_trim(
+            if exhausted and not item.files and not item.puts and plan_fold_trim(
                     item.boundary, item.before, writer.count, min_entries=min_entries).fold is None:
                 item.left = writer.count  # too few waiting: leave them for a later, larger file
                 writer.abandon()
                 return
             encoded = writer.finish()
-            item.files.append(archive.put_file(item.stream, encoded))
+            workers.storer.put(archive, item, encoded)
             item.entries += encoded.count
             item.after = encoded.last
             if exhausted:
@@ -538,27 +617,61 @@ def _commit(conn: Any, pending: list[_Pending], archive: Archive, count: int, se
                     item.races += 1
                     item.before, item.ordinal = positions[item.key]
                     _read_stream(conn, item, archive, count, segment_entries, min_entries, workers)
+            workers.storer.wait(moving)
         except RetainError as error:
             for item in moving:
                 item.error = error
             return
 
 
-def _trimmed(conn: Any, item: _Pending, archive: Archive, min_entries: int, limit: int | None,
-             stop: _Stop) -> FoldTrimOutcome:
-    if item.error is not None:
-        return FoldTrimOutcome(item.key, error=item.error)
-    if stop.now():
-        return FoldTrimOutcome(item.key, error=stop.error("trimmed"), trimming=True)
-    folded = FoldResult(item.key, item.entries if item.files else 0, len(item.files), item.after, archive.version,
-                        item.races, item.left)
-    if item.boundary is None:
-        return FoldTrimOutcome(item.key, FoldTrimResult(folded, None, None, 0))
-    plan = plan_fold_trim(item.boundary, item.after, item.left, min_entries=min_entries, approx=item.window.approx)
-    if plan.trim is None:
-        return FoldTrimOutcome(item.key, FoldTrimResult(folded, item.boundary, None, 0))
+def _trim_all(conn: Any, pending: list[_Pending], archive: Archive, min_entries: int, limit: int | None,
+              stop: _Stop) -> tuple[FoldTrimOutcome, ...]:
+    """Each stream's outcome; the trims of those that fold let go, in one pipeline (one answer each)."""
+    outcomes: dict[str, FoldTrimOutcome] = {}
+    trims: list[tuple[_Pending, FoldResult, MinStreamId]] = []
+    stopped = stop.now()
+    version = archive.version if any(item.error is None for item in pending) else -1
+    for item in pending:
+        if item.error is not None:
+            outcomes[item.key] = FoldTrimOutcome(item.key, error=item.error)
+            continue
+        if stopped:
+            outcomes[item.key] = FoldTrimOutcome(item.key, error=stop.error("trimmed"), trimming=True)
+            continue
+        folded = FoldResult(item.key, item.entries if item.files else 0, len(item.files), item.after, version,
+                            item.races, item.left)
+        if item.boundary is None:
+            outcomes[item.key] = FoldTrimOutcome(item.key, FoldTrimResult(folded, None, None, 0))
+            continue
+        plan = plan_fold_trim(item.boundary, item.after, item.left, min_entries=min_entries,
+                              approx=item.window.approx)
+        if plan.trim is None:
+            outcomes[item.key] = FoldTrimOutcome(item.key, FoldTrimResult(folded, item.boundary, None, 0))
+            continue
+        trims.append((item, folded, plan.trim))
+    answers = _send_all(conn, [xtrim_command(item.stream, window, limit=limit) for item, _, window in trims])
+    for (item, folded, window), answer in zip(trims, answers):
+        if isinstance(answer, RetainError):
+            outcomes[item.key] = FoldTrimOutcome(item.key, error=answer, trimming=True)
+        else:
+            outcomes[item.key] = FoldTrimOutcome(item.key, FoldTrimResult(folded, item.boundary, window, int(answer)))
+    return tuple(outcomes[item.key] for item in pending)
+
+
+def _send_all(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
+    """Every command in one pipeline: each one's answer, or the RetainError it met (a lost connection: all)."""
+    if not commands:
+        return []
     try:
-        removed = trim(conn, item.stream, plan.trim, limit=limit)
+        with translate_errors():
+            pipe = conn.pipeline(transaction=False)
+            try:
+                for command in commands:
+                    pipe.execute_command(*command)
+                answers: list[Any] = pipe.execute(raise_on_error=False)
+            finally:
+                pipe.reset()
     except RetainError as error:
-        return FoldTrimOutcome(item.key, error=error, trimming=True)
-    return FoldTrimOutcome(item.key, FoldTrimResult(folded, item.boundary, plan.trim, removed))
+        return [error] * len(commands)
+    return [as_retain_error(answer, command[1]) if isinstance(answer, BaseException) else answer
+            for command, answer in zip(commands, answers)]

@@ -44,8 +44,8 @@ _NONE = StreamId(0, 0)
 class LiveInfo:
     """What ``XINFO STREAM`` says of a live stream that the gap check needs (Redis ≥ 7)."""
 
-    #: entries ever added to the stream
-    added: int
+    #: entries ever added to the stream (None: Redis < 7 does not say)
+    added: int | None
     length: int
     #: the first live entry's id (None: the stream is empty)
     first: StreamId | None
@@ -55,12 +55,12 @@ class LiveInfo:
     @property
     def countable(self) -> bool:
         """True when the live stream is exactly the last ``length`` entries added: nothing was ever XDELed."""
-        return self.max_deleted == _NONE
+        return self.added is not None and self.max_deleted == _NONE
 
     @property
     def first_ordinal(self) -> int:
-        """The ordinal of the first live entry (``added + 1`` when the stream is empty)."""
-        return self.added - self.length + 1
+        """The ordinal of the first live entry (``added + 1`` when the stream is empty); 0 when unknown."""
+        return self.added - self.length + 1 if self.added is not None else 0
 
 
 def _field(answer: Mapping[Any, Any], name: str) -> Any:
@@ -68,19 +68,18 @@ def _field(answer: Mapping[Any, Any], name: str) -> Any:
 
 
 def _parsed(answer: Any) -> LiveInfo | None:
-    """The check's view of one XINFO STREAM answer; None when it lacks Redis 7's counters."""
+    """The check's view of one XINFO STREAM answer (Redis < 7: its length and first entry only)."""
     if not isinstance(answer, Mapping):
         return None
     added, deleted = _field(answer, "entries-added"), _field(answer, "max-deleted-entry-id")
-    if added is None or deleted is None:
-        return None
     first = _field(answer, "first-entry")
     first_id = StreamId.parse(first[0]) if first else None
-    return LiveInfo(int(added), int(_field(answer, "length")), first_id, StreamId.parse(deleted))
+    return LiveInfo(int(added) if added is not None else None, int(_field(answer, "length")), first_id,
+                    StreamId.parse(deleted) if deleted is not None else _NONE)
 
 
 def live_info(conn: Any, key: str) -> LiveInfo | None:
-    """XINFO STREAM of ``key`` as the check needs it; None on Redis < 7 or when there is no such stream.
+    """XINFO STREAM of ``key`` as the check needs it; None when there is no such stream.
 
     Raises:
         ServerUnavailable, AuthenticationError: from Redis.
@@ -127,6 +126,7 @@ def gap(key: str, info: LiveInfo | None, watermark: StreamId | None, ordinal: in
     """
     if info is None or not info.countable or watermark is None or ordinal <= 0:
         return None
+    assert info.added is not None  # countable
     missing = info.first_ordinal - 1 - ordinal
     if missing <= 0:
         return None

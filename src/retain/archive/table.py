@@ -204,6 +204,8 @@ class Archive:
         self._format: int | None = None
         self._legacy: LegacyStore | None = None
         self._watermarks: dict[str, StreamId | None] = {}
+        #: app id -> its version in the snapshot (delta-rs reads one in milliseconds: a beat reads thousands)
+        self._txns: dict[str, int | None] = {}
         self._index: dict[str, tuple[ArchivedFile, ...]] | None = None
 
     def __repr__(self) -> str:
@@ -258,7 +260,7 @@ class Archive:
         assert self._table is not None
         version = self._table.version()
         if version != self._version:
-            self._version, self._watermarks, self._index = version, {}, None
+            self._version, self._watermarks, self._txns, self._index = version, {}, {}, None
             retention = _interval(self.properties().get("delta.logRetentionDuration", ""))
             if retention is not None:
                 self._trusted_for = retention.total_seconds() / 2
@@ -344,8 +346,7 @@ class Archive:
         if table is None:
             return None
         ms_id, seq_id = watermark_txns(key)
-        with translate_errors(f"reading W of {key!r}"):
-            ms, seq = table.transaction_version(ms_id), table.transaction_version(seq_id)
+        ms, seq = self._txn(ms_id), self._txn(seq_id)
         if ms is None:
             return None
         return StreamId(ms, seq or 0)
@@ -354,8 +355,10 @@ class Archive:
         table = self._table
         if table is None:
             return None
-        with translate_errors(f"reading {app_id!r}"):
-            return table.transaction_version(app_id)
+        if app_id not in self._txns:
+            with translate_errors(f"reading {app_id!r}"):
+                self._txns[app_id] = table.transaction_version(app_id)
+        return self._txns[app_id]
 
     def state(self, stream: Stream) -> StreamState:
         """``stream`` as of the latest snapshot: W, its files in id order, how far expiry reached."""
@@ -536,6 +539,7 @@ class Archive:
                 txns += _transactions(change)
             table = self._table
             assert table is not None
+            before, known, watermarks = self._version, dict(self._txns), dict(self._watermarks)
             try:
                 with translate_errors(f"committing {operation} of {', '.join(sorted({c.stream for c in changes}))}"):
                     table.create_write_transaction(
@@ -547,6 +551,11 @@ class Archive:
                 # The commit (or the rival that beat it) is in the log either way.
                 with translate_errors(f"reading the table {self.location.table_uri!r}"):
                     self._refresh()
+            if self._version == before + 1 and before >= 0:
+                # Ours is the only commit since the snapshot the caches hold: they stay, with what it wrote.
+                self._txns = known | {txn.app_id: txn.version for txn in txns}
+                self._watermarks = watermarks | {change.stream: change.after for change in changes
+                                                 if isinstance(change, Advance)}
             return self._version
 
     def _check_fence(self, change: Change) -> None:
