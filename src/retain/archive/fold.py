@@ -425,6 +425,8 @@ class _Pending:
     ordinal: int = 0
     #: its data files on their way to the store (see _Storer)
     puts: list[Future[ArchivedFile]] = field(default_factory=list)
+    #: every live entry after W up to the boundary, when one pipelined XRANGE read them all (_read_tails)
+    tail: list[Any] | None = None
 
 
 def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], archive: Archive,
@@ -468,18 +470,20 @@ def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], arch
     # One pipeline of XINFO STREAM (the gap check's counters, and each length), one of the XRANGEs that
     # find the MaxLen boundaries: a beat of 1,000 streams makes two round trips here, not 2,000.
     _read_infos(conn, pending)
-    _boundaries(conn, pending, now)
     reader = raw_reader(conn)
     with ExitStack() as stack:
         workers = _Workers(stack)
         positions = archive.positions(item.stream for item in pending if item.error is None)
+        for item in pending:
+            if item.error is None:
+                item.before, item.ordinal = positions[item.key]
+                item.after = item.before
+                item.error = gap(item.key, item.info, item.before, item.ordinal)
+        # Most streams of a beat hold a few entries after W: one pipeline reads them all, boundaries included.
+        _read_tails(reader, pending, now, min(count, segment_entries))
+        _boundaries(conn, [item for item in pending if item.tail is None], now)
         unavailable: ArchiveUnavailable | None = None
         for item in pending:
-            if item.error is not None:
-                continue
-            item.before, item.ordinal = positions[item.key]
-            item.after = item.before
-            item.error = gap(item.key, item.info, item.before, item.ordinal)
             if item.error is not None:
                 continue
             unavailable = unavailable or workers.storer.unavailable
@@ -517,6 +521,44 @@ class _Stop:
 
     def error(self, step: str) -> ArchiveTimeout:
         return ArchiveTimeout(f"not {step} this beat: the beat's deadline for the archive passed first")
+
+
+def _read_tails(reader: Any, pending: list[_Pending], now: datetime | None, count: int) -> None:
+    """For each stream, XRANGE after W (up to ``count`` entries), all in one pipeline; where that is everything
+    after W, the boundary comes from it too and the fold needs no other read (``item.tail``).
+
+    A MaxLen(n) window drops all but the n newest entries: if the reply holds every entry after W, the
+    boundary is its (n+1)-th newest when it has more than n, else it lies at or below W and is asked for
+    the long way. An age or id window's boundary is known without I/O: the reply stops there.
+    """
+    asked: list[tuple[_Pending, Window]] = []
+    commands: list[tuple[str, ...]] = []
+    for item in pending:
+        if item.error is not None:
+            continue
+        window: Window = item.window.resolve(require_aware(now, "now")) if isinstance(item.window, MaxAge) \
+            else item.window
+        high = "+"
+        if isinstance(window, (MinId, MinStreamId)):
+            floor = StreamId.parse(window.floor)
+            if floor == StreamId(0, 0):
+                continue  # drops nothing: the long way says so
+            high = str(floor.predecessor())
+        low = "-" if item.before is None else "(" + str(item.before)
+        asked.append((item, window))
+        commands.append(("XRANGE", item.key, low, high, "COUNT", str(count)))
+    answers = _send_all(reader, commands)
+    for (item, asked_window), answer in zip(asked, answers):
+        if isinstance(answer, RetainError) or len(answer) >= count:
+            continue  # the long way: its error reported there, or more waits than one reply holds
+        if isinstance(asked_window, MaxLen):
+            if len(answer) <= asked_window.count:
+                continue  # the boundary is at or below W
+            cut = len(answer) - asked_window.count
+            item.boundary, item.tail = StreamId.parse(answer[cut - 1][0]), answer[:cut]
+        elif isinstance(asked_window, (MinId, MinStreamId)):
+            item.boundary = StreamId.parse(asked_window.floor).predecessor()
+            item.tail = answer
 
 
 def _boundaries(conn: Any, pending: list[_Pending], now: datetime | None) -> None:
@@ -567,10 +609,14 @@ def _read_stream(conn: Any, item: _Pending, archive: Archive, count: int, segmen
     """Store what waits after ``item.before`` up to its boundary as files, as :func:`fold` would (one commit
     for them all to come); a RetainError is the stream's (``item.error``)."""
     item.files, item.entries, item.left, item.after = [], 0, 0, item.before
+    tail, item.tail = item.tail, None  # good once: a re-read after a rival's commit goes the long way
     if item.boundary is None or (item.before is not None and item.before >= item.boundary):
         return
     low = item.before.successor() if item.before is not None else StreamId(0, 0)
     try:
+        if tail is not None:
+            _store_tail(item, tail, archive, min_entries, workers)
+            return
         while True:
             writer, exhausted = _read_file(conn, item.key, low, item.boundary, count=count, limit=segment_entries,
                                            workers=workers)
@@ -590,6 +636,22 @@ def _read_stream(conn: Any, item: _Pending, archive: Archive, count: int, segmen
             low = encoded.last.successor()
     except RetainError as error:
         item.error = error
+
+
+def _store_tail(item: _Pending, tail: list[Any], archive: Archive, min_entries: int, workers: _Workers) -> None:
+    """What :func:`_read_stream` does with entries already read: one file of them, or none if too few."""
+    assert item.boundary is not None
+    if not tail:
+        return
+    if plan_fold_trim(item.boundary, item.before, len(tail), min_entries=min_entries).fold is None:
+        item.left = len(tail)  # too few waiting: leave them for a later, larger file
+        return
+    writer = FileWriter(item.key)
+    writer.add(tail)
+    encoded = writer.finish()
+    workers.storer.put(archive, item, encoded)
+    item.entries += encoded.count
+    item.after = encoded.last
 
 
 def _commit(conn: Any, pending: list[_Pending], archive: Archive, count: int, segment_entries: int,
