@@ -247,6 +247,11 @@ class _Driver:
         self._cadence.beats = count
 
     @property
+    def archiving(self) -> bool:
+        """True while an archive job still runs: the current beat's, or one a beat gave up on at its deadline."""
+        return self._slot.busy
+
+    @property
     def delay(self) -> float:
         """Seconds from one beat's start to the next, as the runner now waits: ``tick``, or longer in trouble."""
         return self._cadence.delay
