@@ -107,3 +107,22 @@ class TestTwoStoresOneDatabase:
             assert numbers == list(range(1, 11))
             log: list[CommitRecord] = list(first.backend.commits(1, (0,)))
             assert [record.number for record in log] == numbers
+
+
+class TestCheck:
+    def test_a_consistent_store_has_no_problems(self, url):
+        """A store written normally checks clean, quick and full."""
+        with Store.open(url) as store:
+            store.session().patch([{"set": "a", "value": 1}])
+            assert store.backend.check() == [] and store.backend.check(full=True) == []
+
+    def test_damage_is_named(self, url):
+        """A head row out of step with the log, a gap in it: each named."""
+        with Store.open(url) as store:
+            for n in range(3):
+                store.session().patch([{"set": "a", "value": n}])
+            with psycopg.connect(url, autocommit=True) as raw:
+                raw.execute("DELETE FROM commits WHERE number = 2")
+                raw.execute("UPDATE head SET number = 5")
+            assert store.backend.check() == ["the head row says commit 5 but the log ends at 3"]
+            assert "the commit log has gaps: 2 commits numbered up to 3" in store.backend.check(full=True)

@@ -317,6 +317,9 @@ class PostgresBackend(_Reads):
         db = self._connect()
         super().__init__(db)
         self._lock = threading.RLock()  # one method (one transaction) at a time on the writer's connection
+        self._kept = threading.local()  # a reader thread's kept connection (reading(keep=True))
+        self._kept_lock = threading.Lock()
+        self._kept_all: list[psycopg.Connection[Any]] = []
         self._writer = db
         try:
             _migrate(db)
@@ -571,12 +574,41 @@ class PostgresBackend(_Reads):
             db.execute("VACUUM nodes")
             db.execute("VACUUM commits")
 
+    @_translated
+    def check(self, full: bool = False) -> list[str]:
+        """What is inconsistent in the tables (PostgreSQL guards its own pages): the head row against the
+        commit log; with ``full`` also gaps in the log and record versions past the head."""
+        db = self._conn()
+        problems: list[str] = []
+        head = db.execute("SELECT number FROM head").fetchone()
+        last = db.execute("SELECT coalesce(max(number), 0), count(*) FROM commits").fetchone()
+        assert last is not None
+        if head is None:
+            return ["the head row is missing"]
+        if int(head[0]) != int(last[0]):
+            problems.append(f"the head row says commit {head[0]} but the log ends at {last[0]}")
+        if full:
+            if int(last[1]) != int(last[0]):
+                problems.append(f"the commit log has gaps: {last[1]} commits numbered up to {last[0]}")
+            past = db.execute("SELECT count(*) FROM nodes WHERE rev > %s", (int(head[0]),)).fetchone()
+            if past is not None and int(past[0]):
+                problems.append(f"{past[0]} record versions are past the head commit {head[0]}")
+        return problems
+
     @contextmanager
-    def reading(self) -> Iterator[_Reads]:
+    def reading(self, *, keep: bool = False) -> Iterator[_Reads]:
+        kept: psycopg.Connection[Any] | None = getattr(self._kept, "db", None) if keep else None
+        if kept is not None and (kept.closed or kept.broken):
+            kept = self._kept.db = None
         try:
-            db = psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(1, self._timeout)))
+            db = kept if kept is not None else psycopg.connect(self.url, autocommit=True,
+                                                                connect_timeout=int(max(1, self._timeout)))
         except psycopg.Error as exc:
             raise _storage_error(exc) from exc
+        if keep and kept is None:
+            self._kept.db = db
+            with self._kept_lock:
+                self._kept_all.append(db)
         try:
             try:
                 db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -585,9 +617,19 @@ class PostgresBackend(_Reads):
                 raise _storage_error(exc) from exc
             yield _Reads(db)
         finally:
-            db.close()
+            if keep:
+                try:
+                    db.execute("COMMIT")  # ends the snapshot; the connection stays for the thread's next read
+                except psycopg.Error:
+                    db.close()
+            else:
+                db.close()
 
     def close(self) -> None:
+        with self._kept_lock:
+            for db in self._kept_all:
+                db.close()
+            self._kept_all.clear()
         if self._writer is not None:
             self._writer.close()
 
