@@ -31,8 +31,8 @@ def test_retention():
     """retain.retention exports the policy (and its file), the retention driver, the dry run and the metrics."""
     assert sorted(retain.retention.__all__) == sorted([
         "ArchiveSettings", "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile",
-        "RetentionDriver", "StreamPolicy", "StreamPreview", "SweepReport", "TrimCall", "beat_delay", "decide",
-        "load_policy", "parse_policy", "preview",
+        "RetentionDriver", "StreamPolicy", "StreamPreview", "StreamStatus", "SweepReport", "TrimCall", "beat_delay",
+        "decide", "load_policy", "parse_policy", "preview", "stream_status",
     ])
 
 

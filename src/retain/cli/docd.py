@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from retain.cli._ops import docd_ops, http_address, http_option, log_format_option
 from retain.wire import Limits
 
 __all__ = ["docd"]
@@ -55,8 +56,10 @@ def _where(server: Any, socket_path: str | None) -> str:
 @click.option("--socket", "socket_path", help="Unix socket PATH to serve on, instead of --listen.")
 @click.option("--max-document-bytes", type=int, default=Limits().max_bytes, show_default=True,
               help="The largest request document accepted.")
+@http_option
+@log_format_option
 def serve_command(mounts_file: str, logd_address: str | None, listen: str | None, socket_path: str | None,
-                  max_document_bytes: int) -> None:
+                  max_document_bytes: int, http: str | None, log_format: str) -> None:
     """Serve docd: each request goes to the owner of its path.
 
     A retain request is split by owner, sent to every owner at once with one
@@ -68,17 +71,25 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
     Example:
         retain docd serve --mounts mounts.toml
         retain docd serve --mounts mounts.toml --logd unix:/tmp/logd.sock --socket /tmp/docd.sock
+        retain docd serve --mounts mounts.toml --http 127.0.0.1:9467 --log-format json
     """
     from retain.daemon import run_daemon
     from retain.docd.mounts import load_mounts
     from retain.docd.server import DocdServer
     from retain.wire import ThreadedServer
 
+    ops_address = http_address(http) if http is not None else None
     table = load_mounts(mounts_file).with_logd(logd_address)
     where = _stream_address(listen, socket_path, DEFAULT_LISTEN)
+    services: list[Any] = []
+    if ops_address is not None:
+        ops_server, observe = docd_ops(table, ops_address)
+        services.append(ops_server)
+        where["observe"] = observe
     running = ThreadedServer(DocdServer(table, limits=Limits(max_bytes=max_document_bytes), **where))
+    services.append(running)
     mounts = ", ".join(mount.name for mount in table.mounts) or "none"
-    run_daemon(running, name="docd", finishing="the requests under way",
+    run_daemon(*services, name="docd", finishing="the requests under way", log_format=log_format,
                started=lambda: f"docd serving on {_where(running.server, socket_path)}; mounts: {mounts}")
 
 

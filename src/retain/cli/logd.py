@@ -8,6 +8,7 @@ from typing import IO, Any
 
 import click
 
+from retain.cli._ops import ScheduleOps, http_address, http_option, log_format_option, logd_page, logd_readiness
 from retain.errors import RetainError
 from retain.wire import Limits
 
@@ -33,7 +34,8 @@ def logd() -> None:
               help="SQLite file holding the store (made if missing).")
 @click.option("--listen", help=f"TCP HOST:PORT for the document stream [default: {DEFAULT_LISTEN} unless --socket].")
 @click.option("--socket", "socket_path", help="Unix socket PATH for the document stream, instead of --listen.")
-@click.option("--http", help="Also serve HTTP POST / on HOST:PORT (for curl).")
+@click.option("--http", help="Also serve HTTP on HOST:PORT: POST / takes a request (for curl); GET /healthz, "
+                             "/readyz, /metrics and / (the dashboard) are the operator's.")
 @click.option("--read-budget", type=int, help="storage.readBudget: the most records one read may touch [100000].")
 @click.option("--synchronous", type=click.Choice(["off", "normal", "full", "extra"]),
               help="storage.synchronous: SQLite flush level [full].")
@@ -42,9 +44,10 @@ def logd() -> None:
 @click.option("--horizon", help="compaction.horizon: no history older than this survives [none].")
 @click.option("--max-document-bytes", type=int, default=Limits().max_bytes, show_default=True,
               help="The largest request document accepted.")
+@log_format_option
 def serve_command(db: str, listen: str | None, socket_path: str | None, http: str | None, read_budget: int | None,
                   synchronous: str | None, cutoff: str | None, tiers: tuple[str, ...], horizon: str | None,
-                  max_document_bytes: int) -> None:
+                  max_document_bytes: int, log_format: str) -> None:
     """Serve a store: one writer applies every request in arrival order.
 
     Each connection carries a stream of YAML or JSON documents, each ended
@@ -56,6 +59,7 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
     Example:
         retain logd serve --db logd.sqlite3
         retain logd serve --socket /tmp/logd.sock --http 127.0.0.1:7421 --horizon 1y
+        retain logd serve --db /var/lib/retain/logd.sqlite3 --http 127.0.0.1:7421 --log-format json
     """
     from retain.daemon import run_daemon
     from retain.logd import Store
@@ -79,8 +83,18 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
         _remove_store_files(db, made)
         raise
     with store:
+        ops: dict[str, Any] = {}
+        if http_address is not None:
+            from retain.logd.metrics import LogdMetrics
+            from retain.ops import ops_routes
+
+            metrics = LogdMetrics(store_path=db, head=lambda: store.head)
+            store.listen(metrics.committed)
+            health = logd_readiness(db)
+            ops = {"observe": metrics.observe,
+                   "http_routes": ops_routes(health, metrics.registry, logd_page(db, store, metrics, health))}
         running = ServerThread(store, listen=address, socket_path=socket_path, http=http_address,
-                               limits=Limits(max_bytes=max_document_bytes))
+                               limits=Limits(max_bytes=max_document_bytes), **ops)
 
         def started() -> str:
             server = running.server
@@ -90,7 +104,8 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
             return f"logd serving {db} at head {store.head} on {' and '.join(where)}"
 
         try:
-            run_daemon(running, name="logd", started=started, finishing="the requests under way")
+            run_daemon(running, name="logd", started=started, finishing="the requests under way",
+                       log_format=log_format)
         except RetainError:
             store.close()
             _remove_store_files(db, made)  # a store this failed start created is not left behind
@@ -187,7 +202,9 @@ def retain_command(file: IO[str], address: str, author: str | None, scope: str |
 @click.option("--connect", "address", envvar="RETAIN_LOGD", show_envvar=True,
               help=f"The logd to send to: HOST:PORT or unix:PATH; overrides the file's connect [{DEFAULT_LISTEN}].")
 @click.option("--once", is_flag=True, help="Send one request now and exit (for cron); exit status 1 on an error.")
-def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
+@http_option
+@log_format_option
+def schedule_command(policy_path: str, address: str | None, once: bool, http: str | None, log_format: str) -> None:
     """Send the retain request of a TOML schedule to a logd on its beat.
 
     POLICY declares the beat (every), the rules and where logd is (see
@@ -200,8 +217,10 @@ def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
     Example:
         retain logd schedule retain-jobs.toml
         retain logd schedule retain-jobs.toml --once --connect unix:/run/logd.sock
+        retain logd schedule retain-jobs.toml --http 127.0.0.1:9466 --log-format json
     """
     import logging
+    import time
 
     from retain.beats import Beat
     from retain.clock import utc_now
@@ -210,6 +229,9 @@ def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
     from retain.logd.schedule import describe_answer, load_schedule, schedule_beat, send_retain
     from retain.wire import dump_braced
 
+    if http is not None and once:
+        raise click.UsageError("--http serves a running schedule: drop --once")
+    ops_address = http_address(http) if http is not None else None
     schedule = load_schedule(policy_path)
     target = parse_address(address or schedule.connect or DEFAULT_LISTEN)
     if once:
@@ -219,9 +241,32 @@ def schedule_command(policy_path: str, address: str | None, once: bool) -> None:
             sys.exit(1)
         return
     log = logging.getLogger("retain.schedule")
-    beat: Beat = schedule_beat(schedule, target, on_answer=lambda now, answer: log.info(describe_answer(answer)),
-                               on_error=lambda now, error: log.warning("retain at %s: %s", now.isoformat(), error))
-    run_daemon(beat, name="retain schedule", log=log, finishing="the beat in progress", stopped=lambda: f"after {beat.beats} beats",
+    ops = ScheduleOps(schedule.source, schedule.every.total_seconds()) if ops_address is not None else None
+    sent = [time.perf_counter()]
+
+    def send(*args: Any, **options: Any) -> dict[str, Any]:
+        sent[0] = time.perf_counter()
+        return send_retain(*args, **options)
+
+    def on_answer(now: Any, answer: dict[str, Any]) -> None:
+        summary = describe_answer(answer)
+        log.info(summary, extra={"answer": answer})
+        if ops is not None:
+            ops.answered(now, answer, summary, time.perf_counter() - sent[0])
+
+    def on_error(now: Any, error: Exception) -> None:
+        log.warning("retain at %s: %s", now.isoformat(), error, extra={"error": type(error).__name__})
+        if ops is not None:
+            ops.failed(now, error)
+
+    beat: Beat = schedule_beat(schedule, target, on_answer=on_answer, on_error=on_error, send=send)
+    services: list[Any] = [beat]
+    if ops is not None and ops_address is not None:
+        from retain.ops import OpsServer
+
+        services.insert(0, OpsServer(ops_address, ops.health, ops.registry, ops.page))
+    run_daemon(*services, name="retain schedule", log=log, log_format=log_format, finishing="the beat in progress",
+               stopped=lambda: f"after {beat.beats} beats",
                started=lambda: f"retain schedule from {schedule.source}: {len(schedule.request.rules)} rules "
                                f"every {schedule.every} to {address or schedule.connect or DEFAULT_LISTEN}")
 

@@ -19,7 +19,8 @@ from retain.clock import utc_now
 from retain.daemon import Service, run_daemon
 from retain.errors import ServerUnavailable
 from retain.cli._common import DEFAULT_REDIS_URL, connect, parse_instant, redis_url_option
-from retain.retention import DriverMetrics, PolicyFile, RetentionDriver, SweepReport, load_policy, preview
+from retain.cli._ops import StreamsOps, http_address, http_option, log_format_option
+from retain.retention import PolicyFile, RetentionDriver, SweepReport, load_policy, preview
 from retain.streams import RawKey, StreamRef, trim
 from retain.streams.keys import DEFAULT_PREFIX
 from retain.windows import MaxAge, MaxLen, MinId
@@ -101,14 +102,16 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
               help="Print per stream its length, what the window keeps and what a trim would remove now "
                    "(for an archived stream, what a fold would archive first, and what the archive's "
                    "maintenance would expire and compact); fold and trim nothing.")
+@http_option
 @click.option("--metrics-port", type=click.IntRange(1, 65535),
-              help="Serve Prometheus metrics at http://ADDR:PORT/metrics while the daemon runs.")
+              help="The same as --http METRICS-ADDR:PORT (kept for older unit files).")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True,
-              help="Address the metrics server listens on (0.0.0.0 for every interface).")
+              help="Address --metrics-port listens on (0.0.0.0 for every interface).")
+@log_format_option
 @click.option("--url", help="Redis/Valkey server; overrides the policy file's url, "
                             "which overrides $RETAIN_REDIS_URL, else redis://localhost:6379/0.")
-def run_command(policy_path: str, once: bool, dry_run: bool, metrics_port: int | None, metrics_addr: str,
-                url: str | None) -> None:
+def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, metrics_port: int | None,
+                metrics_addr: str, log_format: str, url: str | None) -> None:
     """Run the retention daemon: re-apply the POLICY file's windows on its own beat.
 
     POLICY is a TOML file naming the streams and their windows (see
@@ -124,10 +127,15 @@ def run_command(policy_path: str, once: bool, dry_run: bool, metrics_port: int |
         retain streams run retain.toml
         retain streams run retain.toml --once
         retain streams run retain.toml --dry-run
-        retain streams run retain.toml --metrics-port 9464
+        retain streams run retain.toml --http 127.0.0.1:9464 --log-format json
     """
-    if metrics_port is not None and (once or dry_run):
-        raise click.UsageError("--metrics-port serves a running daemon: drop --once and --dry-run")
+    if (metrics_port is not None or http is not None) and (once or dry_run):
+        raise click.UsageError("--http and --metrics-port serve a running daemon: drop --once and --dry-run")
+    if http is not None and metrics_port is not None:
+        raise click.UsageError("give --http or --metrics-port, not both")
+    address = http_address(http) if http is not None else None
+    if metrics_port is not None:
+        address = http_address(f"{metrics_addr}:{metrics_port}", "--metrics-addr")
     policy_file = load_policy(policy_path)
     archive = policy_file.open_archive()
     conn = _client(url or policy_file.url or os.environ.get("RETAIN_REDIS_URL") or DEFAULT_REDIS_URL,
@@ -138,7 +146,7 @@ def run_command(policy_path: str, once: bool, dry_run: bool, metrics_port: int |
         elif once:
             _once(_driver(conn, policy_file, archive))
         else:
-            _daemon(conn, policy_file, archive, metrics_port, metrics_addr)
+            _daemon(conn, policy_file, archive, address, log_format)
     finally:
         conn.close()
 
@@ -196,23 +204,42 @@ def _check_credentials(conn: Any, log: logging.Logger) -> None:
         log.warning("%s; the driver starts anyway and backs off until it answers", exc)
 
 
-def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, metrics_port: int | None,
-            metrics_addr: str) -> None:
+def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, address: tuple[str, int] | None,
+            log_format: str) -> None:
     log = logging.getLogger("retain.daemon")
-    metrics = DriverMetrics() if metrics_port is not None else None
+    ops = StreamsOps(conn, policy_file, archive) if address is not None else None
 
     def on_report(report: SweepReport) -> None:
-        log.info(report.summary())
-        if metrics is not None:
-            metrics.observe(report)
+        log.info(report.summary(), extra=_fields_of(report))
+        if ops is not None:
+            ops.on_report(report)
 
-    driver = _driver(conn, policy_file, archive, measure_lengths=metrics is not None, on_report=on_report)
+    driver = _driver(conn, policy_file, archive, measure_lengths=ops is not None, on_report=on_report)
     _check_credentials(conn, log)
     services: list[Service] = [driver]
-    if metrics is not None and metrics_port is not None:
-        services.insert(0, metrics.server(metrics_port, metrics_addr))
+    if ops is not None and address is not None:
+        services[:0] = ops.services(address)
     folding = f" ({len(policy_file.policy.archived)} folded into {archive.url})" if archive is not None else ""
-    where = f"; metrics at http://{metrics_addr}:{metrics_port}/metrics" if metrics is not None else ""
-    run_daemon(*services, name="retention driver", log=log, finishing="the beat in progress", stopped=lambda: f"after {driver.beats} beats",
+
+    def where() -> str:
+        if ops is None:
+            return ""
+        host, port = services[0].address  # type: ignore[attr-defined]
+        return f"; health, metrics and dashboard at http://{host}:{port}/"
+
+    run_daemon(*services, name="retention driver", log=log, log_format=log_format, finishing="the beat in progress",
+               stopped=lambda: f"after {driver.beats} beats",
                started=lambda: f"retention driver started: {len(policy_file.policy)} streams{folding} from "
-                               f"{policy_file.source}, tick {policy_file.tick:g}s{where}")
+                               f"{policy_file.source}, tick {policy_file.tick:g}s{where()}")
+
+
+def _fields_of(report: SweepReport) -> dict[str, Any]:
+    """What a JSON log line of a beat carries besides its text: removed, folded, failures by stream, W."""
+    fields: dict[str, Any] = {"removed": report.removed, "trims": report.calls, "elapsed_s": round(report.elapsed, 6)}
+    if report.folded_by:
+        fields["folded"] = report.folded
+        fields["watermarks"] = {key: str(w) if w is not None else None for key, w in report.watermarks.items()}
+    if report.failures:
+        fields["failures"] = {key: {"error": type(error).__name__, "message": str(error)}
+                              for key, error in report.failures.items()}
+    return fields

@@ -20,7 +20,7 @@ from typing import Any
 
 from retain.clock import utc_now
 from retain.docd.mounts import MountTable
-from retain.docd.owners import Owners, fan_out
+from retain.docd.owners import Observe, Owners, fan_out
 from retain.docd.router import Fanout, Forward, SessionChange, answer_forward, delta_from, route
 from retain.wire import Format, HostPort, Limits, Link, Reply, StreamServer, answer_result
 
@@ -32,12 +32,14 @@ Clock = Callable[[], datetime]
 class DocdServer(StreamServer):
     """Route requests across the owners ``table`` names, on ``listen`` (TCP) and/or ``socket_path`` (Unix).
 
-    ``clock`` gives the ``now`` of a retain request that names none, read once per request.
+    ``clock`` gives the ``now`` of a retain request that names none, read once per request;
+    ``observe(owner, outcome, seconds)``, when given, is called after every request sent to an owner
+    (the metrics' hook, :mod:`retain.docd.metrics`).
     """
 
     def __init__(self, table: MountTable, *, listen: HostPort | None = None, socket_path: str | None = None,
-                 clock: Clock = utc_now, limits: Limits = Limits()) -> None:
-        self.table, self.clock = table, clock
+                 clock: Clock = utc_now, limits: Limits = Limits(), observe: Observe | None = None) -> None:
+        self.table, self.clock, self.observe = table, clock, observe
         super().__init__(lambda link: _Conversation(self, link), listen=listen, socket_path=socket_path,
                          limits=limits)
 
@@ -47,7 +49,7 @@ class _Conversation:
 
     def __init__(self, server: DocdServer, link: Link) -> None:
         self.server, self.link = server, link
-        self.owners = Owners(server.table.timeout)
+        self.owners = Owners(server.table.timeout, server.observe)
 
     async def answer(self, request: Any, fmt: Format) -> Reply:
         plan = route(request, self.server.table, now=self.server.clock())  # the one clock read of this request

@@ -19,6 +19,11 @@ A ``watch`` subscribes the connection: after its answer, the backlog of deltas a
 then every later commit touching the prefix arrive as ``{delta: {...}}`` documents,
 interleaved with the answers to whatever else the connection sends.
 
+``observe(request, answer, seconds)``, when given, is called with every answer and the
+time from the request's arrival to it (the metrics' hook, :mod:`retain.logd.metrics`);
+``http_routes`` are served on the HTTP address beside ``POST /`` (the daemon's
+``/healthz``, ``/readyz``, ``/metrics`` and dashboard).
+
 HTTP ``POST /`` (:func:`~retain.wire.http_app`) takes one document; ``Logd-Author``
 and ``Logd-Scope`` headers set the session. HTTP cannot stream, so ``watch`` there is
 ``unsupported``.
@@ -27,11 +32,15 @@ and ``Logd-Scope`` headers set the session. HTTP cannot stream, so ``watch`` the
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+from starlette.routing import BaseRoute
 
 from retain.logd.paths import Path
 from retain.logd.retain import Step, drive_async
@@ -44,6 +53,11 @@ from retain.wire import (Format, HostPort, HttpServer, Limits, Link, Reply, Stre
 __all__ = ["LogdServer", "ServerThread"]
 
 _READERS = 4  # retain reads at once (each on a snapshot of its own); more wait for a reader
+
+#: ``observe(request, answer document, seconds from arrival to answer)``
+Observe = Callable[[Any, dict[str, Any], float], None]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -122,6 +136,8 @@ class _Conversation:
         else:
             answer = asyncio.ensure_future(self._after(previous, request, fmt))
         self._last, self._last_queued = answer, queued
+        if self.server.observe is not None:
+            self.server.watch_answer(request, answer)
         return answer
 
     async def _after(self, previous: asyncio.Future[Reply] | None, request: Any, fmt: Format) -> Reply:
@@ -151,13 +167,18 @@ class LogdServer:
     """A store served on a stream socket (TCP ``listen`` and/or Unix ``socket_path``) and optionally HTTP."""
 
     def __init__(self, store: Store, *, listen: HostPort | None = None, socket_path: str | None = None,
-                 http: HostPort | None = None, limits: Limits = Limits()) -> None:
-        self.store, self.limits = store, limits
+                 http: HostPort | None = None, limits: Limits = Limits(), observe: Observe | None = None,
+                 http_routes: Sequence[BaseRoute] = ()) -> None:
+        self.store, self.limits, self.observe = store, limits, observe
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logd-writer")
         self.readers = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="logd-reader")
         self._stream = (StreamServer(self._conversation, listen=listen, socket_path=socket_path, limits=limits)
                         if listen is not None or socket_path is not None else None)
-        self._http = HttpServer(http_app(self._answer_http, limits), http) if http is not None else None
+        self._http = None
+        if http is not None:
+            app = http_app(self._answer_http, limits)
+            app.router.routes.extend(http_routes)
+            self._http = HttpServer(app, http)
         self._hub: _Hub | None = None
 
     @property
@@ -203,7 +224,32 @@ class LogdServer:
         assert self._hub is not None, "connections arrive only once started"
         return _Conversation(self, self._hub, link)
 
+    def watch_answer(self, request: Any, answer: asyncio.Future[Reply]) -> None:
+        """Hand ``observe`` the answer once it is there, with the seconds it took from now."""
+        arrived = time.perf_counter()
+
+        def done(future: asyncio.Future[Reply]) -> None:
+            if not future.cancelled() and future.exception() is None:
+                self._observed(request, future.result().document, time.perf_counter() - arrived)
+
+        answer.add_done_callback(done)
+
+    def _observed(self, request: Any, answer: dict[str, Any], seconds: float) -> None:
+        assert self.observe is not None
+        try:
+            self.observe(request, answer, seconds)
+        except Exception:  # metrics must never break an answer
+            log.exception("logd: the observe hook raised")
+
     async def _answer_http(self, request: Any, fmt: Format, headers: Mapping[str, str]) -> dict[str, Any]:
+        if self.observe is None:
+            return await self._answer_http_request(request, fmt, headers)
+        arrived = time.perf_counter()
+        answer = await self._answer_http_request(request, fmt, headers)
+        self._observed(request, answer, time.perf_counter() - arrived)
+        return answer
+
+    async def _answer_http_request(self, request: Any, fmt: Format, headers: Mapping[str, str]) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         author, scope = headers.get("logd-author", "anonymous"), headers.get("logd-scope")
         if not staged(request):
