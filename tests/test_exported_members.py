@@ -39,8 +39,8 @@ def test_retention():
 def test_servers():
     """retain.servers exports the embedded servers."""
     assert sorted(retain.servers.__all__) == sorted([
-        "PostgresServer", "RedisCluster", "RedisServer", "SeaweedServer", "ServerStartError", "ValkeyServer",
-        "find_postgres_bin", "find_redis_server", "find_valkey_server", "find_weed", "free_port",
+        "PostgresServer", "RedisCluster", "RedisServer", "SeaweedServer", "SentinelServer", "ServerStartError",
+        "ValkeyServer", "find_postgres_bin", "find_redis_server", "find_valkey_server", "find_weed", "free_port",
     ])
 
 

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from retain.cli._common import connect, parse_instant, redis_url_option
+from retain.cli._common import RedisTarget, connect, parse_instant, redis_url_option
 from retain.streams import RawKey, Stream, StreamRef
 from retain.streams.keys import DEFAULT_PREFIX
 
@@ -99,7 +99,7 @@ def archive() -> None:
 @redis_url_option
 def fold_command(queue: str | None, name: str | None, raw_key: str | None, prefix: str, upto: str | None,
                  count: int, segment_entries: int, archive_url: str, s3_endpoint: str | None,
-                 s3_region: str | None, url: str) -> None:
+                 s3_region: str | None, target: RedisTarget) -> None:
     """Fold a stream's entries after the watermark W into the archive's table, and advance W.
 
     Nothing is trimmed: `retain archive fold` only makes the entries durable.
@@ -110,6 +110,7 @@ def fold_command(queue: str | None, name: str | None, raw_key: str | None, prefi
         retain archive fold codemojex activity
         retain archive fold codemojex activity --upto 2026-09-12T08:00:00Z --archive s3://logs/retain \\
             --s3-endpoint http://127.0.0.1:8333 --s3-region us-east-1
+        retain archive fold codemojex activity --cluster --url redis://10.0.0.5:7000/0
     """
     from retain.archive import fold
 
@@ -120,7 +121,7 @@ def fold_command(queue: str | None, name: str | None, raw_key: str | None, prefi
     # The key goes in as the task's description: it holds braces that a format string would read.
     columns = (SpinnerColumn(), TextColumn("folding {task.description}", markup=False), BarColumn(),
                MofNCompleteColumn(), TextColumn("entries"), TimeElapsedColumn())
-    with connect(url) as conn, Progress(*columns, console=console, transient=True,
+    with connect(target) as conn, Progress(*columns, console=console, transient=True,
                                         disable=not console.is_terminal) as progress:
         task = progress.add_task(stream.key, total=None)
 
@@ -151,7 +152,7 @@ def _json_line(entry_id: bytes, fields: dict[bytes, bytes]) -> str:
 @redis_url_option
 def read_command(queue: str | None, name: str | None, raw_key: str | None, prefix: str, since: str | None,
                  until: str | None, archive_url: str, s3_endpoint: str | None, s3_region: str | None,
-                 url: str) -> None:
+                 target: RedisTarget) -> None:
     """Print a stream's entries, archived and live, in id order as JSON lines.
 
     Each line is {"id": "<ms>-<seq>", "fields": {...}}; a value that is not
@@ -162,13 +163,14 @@ def read_command(queue: str | None, name: str | None, raw_key: str | None, prefi
     Example:
         retain archive read codemojex activity --since 2026-09-12T08:00:00Z --until 2026-09-12T09:00:00Z
         retain archive read --key legacy:feed --since 1789171200000-0 | jq .fields.player
+        retain archive read codemojex activity --cluster --url redis://10.0.0.5:7000/0
     """
     from retain.archive import read
 
     stream = _stream(queue, name, raw_key, prefix)
     start, end = _bound(since, "--since"), _bound(until, "--until")
     store = _open(archive_url, s3_endpoint, s3_region)
-    with connect(url) as conn:
+    with connect(target) as conn:
         for entry_id, fields in read(conn, stream, store, start, end):
             click.echo(_json_line(entry_id, fields))
 

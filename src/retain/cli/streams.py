@@ -9,16 +9,14 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import click
-import redis
-import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from retain._redis import translate_errors
+from retain._redis import TlsFiles, redis_client, translate_errors
 from retain.clock import utc_now
 from retain.daemon import Service, run_daemon
-from retain.errors import ServerUnavailable
-from retain.cli._common import DEFAULT_REDIS_URL, connect, parse_instant, redis_url_option
+from retain.errors import InvalidInput, ServerUnavailable
+from retain.cli._common import DEFAULT_REDIS_URL, URL_HELP, RedisTarget, connect, parse_instant, redis_url_option, tls_options
 from retain.cli._ops import StreamsOps, http_address, http_option, log_format_option
 from retain.retention import PolicyFile, RetentionDriver, SweepReport, load_policy, preview
 from retain.streams import RawKey, StreamRef, trim
@@ -55,7 +53,8 @@ def streams() -> None:
 @click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="Key prefix of the layout.")
 @redis_url_option
 def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxlen: int | None,
-                 max_age: str | None, min_id: str | None, exact: bool, limit: int, prefix: str, url: str) -> None:
+                 max_age: str | None, min_id: str | None, exact: bool, limit: int, prefix: str,
+                 target: RedisTarget) -> None:
     """Trim one stream to a window with a single XTRIM; print what it removed and the length left.
 
     The stream is emq:{QUEUE}:stream:NAME, or --key for a stream outside
@@ -72,6 +71,8 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
         retain streams trim codemojex activity --max-age 7d --exact
         retain streams trim --key legacy:feed --min-id 2026-09-12T08:00:00Z
         retain streams trim codemojex activity --maxlen 10000 --limit 5000
+        retain streams trim codemojex activity --maxlen 10000 --cluster --url redis://10.0.0.5:7000/0
+        retain streams trim codemojex activity --maxlen 10000 --url rediss://ops:PASSWORD@redis:6380/0 --tls-ca ca.pem
     """
     if (raw_key is None) == (queue is None or name is None) or (raw_key and (queue or name)):
         raise click.UsageError("give QUEUE NAME, or --key KEY, but not both")
@@ -87,7 +88,7 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
         window = MaxAge(max_age, approx)
     else:
         window = MinId(parse_instant(min_id, "--min-id"), approx)  # type: ignore[arg-type]
-    with connect(url) as conn:
+    with connect(target) as conn:
         removed = trim(conn, stream, window, now=now, limit=limit)
         with translate_errors(stream.key):
             left = int(conn.xlen(stream.key))
@@ -108,10 +109,12 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True,
               help="Address --metrics-port listens on (0.0.0.0 for every interface).")
 @log_format_option
-@click.option("--url", help="Redis/Valkey server; overrides the policy file's url, "
-                            "which overrides $RETAIN_REDIS_URL, else redis://localhost:6379/0.")
+@click.option("--url", help=URL_HELP + " Overrides the policy file's url, which overrides $RETAIN_REDIS_URL, "
+                            "else redis://localhost:6379/0.")
+@tls_options
 def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, metrics_port: int | None,
-                metrics_addr: str, log_format: str, url: str | None) -> None:
+                metrics_addr: str, log_format: str, url: str | None, tls_ca: str | None, tls_cert: str | None,
+                tls_key: str | None) -> None:
     """Run the retention daemon: re-apply the POLICY file's windows on its own beat.
 
     POLICY is a TOML file naming the streams and their windows (see
@@ -138,8 +141,8 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
         address = http_address(f"{metrics_addr}:{metrics_port}", "--metrics-addr")
     policy_file = load_policy(policy_path)
     archive = policy_file.open_archive()
-    conn = _client(url or policy_file.url or os.environ.get("RETAIN_REDIS_URL") or DEFAULT_REDIS_URL,
-                   policy_file.cluster)
+    conn = _client(RedisTarget(url or policy_file.url or os.environ.get("RETAIN_REDIS_URL") or DEFAULT_REDIS_URL,
+                               policy_file.cluster, TlsFiles(tls_ca, tls_cert, tls_key)))
     try:
         if dry_run:
             _dry_run(conn, policy_file, archive)
@@ -151,15 +154,12 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
         conn.close()
 
 
-def _client(url: str, cluster: bool) -> redis.Redis | redis.cluster.RedisCluster:
+def _client(target: RedisTarget) -> Any:
     # One retry covers a pooled connection gone stale; the driver's own backoff is the retry policy.
-    options = {"retry": Retry(NoBackoff(), 1)}
     try:
         with translate_errors():
-            if cluster:
-                return redis.cluster.RedisCluster.from_url(url, **options)
-            return redis.Redis.from_url(url, **options)
-    except ValueError as exc:
+            return redis_client(target.url, cluster=target.cluster, tls=target.tls, retry=Retry(NoBackoff(), 1))
+    except InvalidInput as exc:
         raise click.BadParameter(str(exc), param_hint="--url") from exc
 
 
