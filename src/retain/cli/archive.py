@@ -11,7 +11,9 @@ import base64
 import json
 import re
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 import click
 from rich.console import Console
@@ -66,6 +68,15 @@ def _open(archive_url: str, s3_endpoint: str | None, s3_region: str | None) -> A
 
     options = {name: value for name, value in (("endpoint", s3_endpoint), ("region", s3_region)) if value}
     return Archive(archive_url, **options)
+
+
+def _missing_directory(archive_url: str) -> Path | None:
+    """The directory of a local archive URL when it does not exist (None: it exists, or the archive is not local)."""
+    parts = urlsplit(archive_url)
+    if len(parts.scheme) > 1 and parts.scheme.lower() != "file":
+        return None
+    directory = Path(unquote(parts.path) if parts.scheme.lower() == "file" else archive_url)
+    return None if directory.exists() else directory.resolve()
 
 
 def _bound(value: str | None, param_hint: str) -> str | datetime | None:
@@ -188,6 +199,10 @@ def ls_command(queue: str | None, name: str | None, raw_key: str | None, prefix:
         retain archive ls
         retain archive ls codemojex activity --archive s3://logs/retain --s3-endpoint http://127.0.0.1:8333
     """
+    missing = _missing_directory(archive_url)
+    if missing is not None:  # listing must not create the archive it lists
+        click.echo(f"no archive at {missing}: nothing has been folded there yet")
+        return
     store = _open(archive_url, s3_endpoint, s3_region)
     console = Console()
     kind = "table" if store.format == 2 else "format 1, read-only until `retain archive migrate`"

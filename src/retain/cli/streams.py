@@ -16,7 +16,8 @@ from retain._redis import TlsFiles, redis_client, translate_errors
 from retain.clock import utc_now
 from retain.daemon import Service, run_daemon
 from retain.errors import InvalidInput, ServerUnavailable
-from retain.cli._common import DEFAULT_REDIS_URL, URL_HELP, RedisTarget, connect, parse_instant, redis_url_option, tls_options
+from retain.cli._common import (DEFAULT_REDIS_URL, URL_HELP, RedisTarget, connect, parse_instant, redis_url_option,
+                                tls_options)
 from retain.cli._ops import StreamsOps, http_address, http_option, log_format_option
 from retain.retention import PolicyFile, RetentionDriver, SweepReport, load_policy, preview
 from retain.streams import RawKey, StreamRef, trim
