@@ -68,3 +68,60 @@ class TestPath:
     def test_readme_says_where_retain_is(self):
         """After the two commands the README says, in one line, how to put .venv/bin on PATH."""
         assert 'export PATH="$PWD/.venv/bin:$PATH"' in README.read_text()
+
+
+def _accepts(address: str) -> bool:
+    import socket
+    family = socket.AF_UNIX if address.startswith("/") else socket.AF_INET
+    target: object = address if address.startswith("/") else ("127.0.0.1", int(address.rsplit(":", 1)[1]))
+    with socket.socket(family) as probe:
+        try:
+            probe.connect(target)
+        except OSError:
+            return False
+    return True
+
+
+class TestDocdWalkthrough:
+    def test_the_walkthrough_prints_what_the_readme_shows(self, tmp_path):
+        """The README's docd walkthrough -- its mount file, its request, its commands (ports and the socket moved to
+        free ones) -- prints exactly the answer the README shows, once logd has one finished job to age out."""
+        from tests.helpers.waiting import wait_for
+
+        text = README.read_text()
+        section = text[text.index("### docd: one retain"):text.index("Your own tests can use")]
+        blocks = re.findall(r"```(\w*)\n(.*?)```", section, re.S)
+        assert [language for language, _ in blocks] == ["toml", "yaml", "sh", ""]
+        mounts, request, commands, shown = (code for _, code in blocks)
+        logd_port, docd_port, sock = str(free_port()), str(free_port()), str(tmp_path / "verse-ctl.sock")
+
+        def moved(code: str) -> str:
+            return code.replace("7420", logd_port).replace("7410", docd_port).replace("/tmp/verse-ctl.sock", sock)
+
+        (tmp_path / "mounts.toml").write_text(moved(mounts))
+        (tmp_path / "retain.yaml").write_text(request)
+        lines = [line.split("  #")[0].split() for line in moved(commands).strip().splitlines()]
+        assert [line[:3] for line in lines] == [["retain", "logd", "serve"], ["retain", "docd", "controller"],
+                                               ["retain", "docd", "serve"], ["retain", "logd", "retain"]]
+        lines[0] += ["--listen", f"127.0.0.1:{logd_port}"]  # the README's default ports, moved
+        lines[2] += ["--listen", f"127.0.0.1:{docd_port}"]
+        env = {**os.environ, "PYTHONPATH": str(Path(retain.__file__).resolve().parents[1])}
+        run = [sys.executable, "-c", "from retain.cli import main; main()"]
+        servers = [subprocess.Popen(run + line[1:], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL) for line in lines[:3]]
+        try:
+            for address in (f"127.0.0.1:{logd_port}", sock, f"127.0.0.1:{docd_port}"):
+                wait_for(lambda: _accepts(address), f"a server on {address}")
+            patch = subprocess.run(run + ["logd", "request", "-", "--connect", f"127.0.0.1:{logd_port}"],
+                                   input='{patch: {ops: [{set: jobs.j1, value: {status: done, '
+                                         'updatedAt: "2026-09-01T00:00:00Z"}}]}}', cwd=tmp_path, env=env,
+                                   capture_output=True, text=True, timeout=60)
+            assert patch.returncode == 0, patch.stderr
+            answer = subprocess.run(run + lines[3][1:], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                    timeout=60)
+            assert answer.returncode == 0, answer.stderr
+            assert answer.stdout == shown
+        finally:
+            for server in servers:
+                server.send_signal(signal.SIGTERM)
+            assert [server.wait(timeout=30) for server in servers] == [0, 0, 0]
