@@ -64,6 +64,17 @@ class TestStreamsRun:
         beats = [line for line in lines if line["event"].startswith("beat at ")]
         assert beats and beats[0]["removed"] == 0 and "trims" in beats[0]
 
+    def test_a_failing_stream_logs_its_key_and_error_as_fields(self, tmp_path, redis_server, redis_conn):
+        """--log-format json: a failing trim's line carries stream, error and kind as fields of their own."""
+        redis_conn.set(FEED, "not a stream")
+        with running(["streams", "run", policy(tmp_path, redis_server.url), "--log-format", "json"],
+                     tmp_path) as daemon:
+            wait_for(lambda: '"kind": "trim"' in daemon.log.read_text(), "a failure logged", child=daemon.process)
+        lines = [json.loads(line) for line in daemon.log.read_text().splitlines()]
+        failed = next(line for line in lines if line.get("kind") == "trim")
+        assert (failed["stream"], failed["error"], failed["level"]) == (FEED, "WrongTypeError", "WARNING")
+        assert failed["event"].startswith(f"trim of {FEED} failed: Redis refused the command")
+
     def test_not_ready_when_redis_is_down(self, tmp_path):
         """/readyz answers 503 naming Redis once the server is gone, and /healthz still 200."""
         with RedisServer() as server:
