@@ -41,8 +41,8 @@ class Owners:
     an owner in the order sent; a watch gets a connection of its own.
     """
 
-    def __init__(self, timeout: float, observe: Observe | None = None) -> None:
-        self.timeout, self.observe = timeout, observe
+    def __init__(self, timeout: float, *, token: str | None = None, observe: Observe | None = None) -> None:
+        self.timeout, self.token, self.observe = timeout, token, observe  # token: docd's own, presented to every owner
         self.author: str | None = None
         self.scope: str | None = None
         self._clients: dict[str, AsyncClient] = {}
@@ -61,6 +61,10 @@ class Owners:
 
     async def _call(self, owner: Owner, request: dict[str, Any]) -> dict[str, Any]:
         client = self._clients.get(owner.name)
+        if client is not None and client.closed:  # the owner closed it while idle: nothing was sent on it
+            del self._clients[owner.name]
+            await _quietly_close(client)
+            client = None
         try:
             async with asyncio.timeout(self.timeout):
                 if client is None:
@@ -125,7 +129,7 @@ class Owners:
         self._clients.clear()
 
     async def _connect(self, owner: Owner) -> AsyncClient:
-        return await AsyncClient.connect(owner.address, author=self.author, scope=self.scope)
+        return await AsyncClient.connect(owner.address, author=self.author, scope=self.scope, token=self.token)
 
 
 def _as_owner_error(owner: Owner, exc: BaseException, timeout: float) -> LogdError:
