@@ -92,14 +92,14 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
     table = load_mounts(mounts_file).with_logd(logd_address)
     where = _stream_address(listen, socket_path, DEFAULT_LISTEN)
     tokens, _, mode = server_security(tokens_file, insecure, None, None, socket_mode, [where.get("listen")])
-    services: list[Any] = []
+    ops: list[Any] = []
     if ops_address is not None:
         ops_server, observe = docd_ops(table, ops_address)
-        services.append(ops_server)
+        ops.append(ops_server)
         where["observe"] = observe
     running = ThreadedServer(DocdServer(table, limits=Limits(max_bytes=max_document_bytes), tokens=tokens,
                                         owner_token=owner_token, insecure=insecure, socket_mode=mode, **where))
-    services.append(running)
+    services = [running, *ops]  # /healthz answers once docd itself serves
     mounts = ", ".join(mount.name for mount in table.mounts) or "none"
     run_daemon(*services, name="docd", finishing="the requests under way", log_format=log_format,
                started=lambda: f"docd serving on {_where(running.server, socket_path)}; mounts: {mounts}")
