@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.error
 import re
 from pathlib import Path
 
@@ -166,3 +167,38 @@ class TestDocdServe:
                 wait_for(lambda: sample(daemon.metrics(), "retain_docd_owner_requests_total", owner="logd",
                                         outcome="not_found") == 1, "docd to count the request", child=daemon.process)
                 assert "retain_docd_owner_request_duration_seconds_bucket" in daemon.metrics()
+
+
+class TestTokens:
+    def test_metrics_and_dashboard_need_a_read_token(self, tmp_path, redis_server):
+        """With --tokens, /metrics and / need a bearer token that may read (401 without, 403 without read);
+        the probes stay open."""
+        import urllib.request
+        tokens = tmp_path / "tokens.toml"
+        tokens.write_text('[[token]]\nname = "prometheus"\nsecret = "scrape-secret-0123456789"\nmay = ["read"]\n'
+                          '[[token]]\nname = "writer"\nsecret = "write-secret-0123456789"\nmay = ["write"]\n')
+        with running(["streams", "run", policy(tmp_path, redis_server.url), "--tokens", str(tokens)],
+                     tmp_path) as daemon:
+            assert daemon.get("/healthz")[0] == 200 and daemon.get("/readyz")[0] in (200, 503)
+            assert daemon.get("/metrics")[0] == 401 and daemon.get("/")[0] == 401
+
+            def with_bearer(path: str, secret: str) -> int:
+                request = urllib.request.Request(daemon.base + path, headers={"Authorization": f"Bearer {secret}"})
+                try:
+                    with urllib.request.urlopen(request, timeout=10) as response:
+                        return response.status
+                except urllib.error.HTTPError as exc:
+                    return exc.code
+
+            assert with_bearer("/metrics", "scrape-secret-0123456789") == 200 and with_bearer("/", "scrape-secret-0123456789") == 200
+            assert with_bearer("/metrics", "write-secret-0123456789") == 403 and with_bearer("/metrics", "nope") == 401
+
+    def test_an_open_non_loopback_address_is_refused(self, tmp_path, redis_server):
+        """--http on a non-loopback address without --tokens: one line saying so, before anything starts."""
+        import subprocess
+        import sys
+        result = subprocess.run([sys.executable, "-c", "from retain.cli import main; main()", "streams", "run",
+                                 policy(tmp_path, redis_server.url), "--http", "0.0.0.0:1"], capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode == 1 and "refusing to serve 0.0.0.0 without tokens" in result.stderr
+        assert "Traceback" not in result.stderr

@@ -34,6 +34,7 @@ from retain.clock import utc_now
 from retain.logs import LOG_FORMATS
 from retain.ops import DashboardPage, Health, LogdPanel, OpsServer, Readiness, Samples, StreamRow, beat_check
 from retain.retention import DriverMetrics, PolicyFile, StreamStatus, SweepReport, stream_status
+from retain.wire import Tokens, refuse_open
 
 if TYPE_CHECKING:
     from retain.archive import Archive
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from retain.logd.metrics import LogdMetrics
 
 __all__ = ["STATUS_INTERVAL", "ScheduleOps", "StreamsOps", "docd_ops", "http_address", "http_option",
-           "log_format_option", "logd_readiness"]
+           "log_format_option", "logd_readiness", "ops_tokens", "ops_tokens_options"]
 
 #: seconds between two status reads of the streams (the dashboard's points: 720 of them fill its hour)
 STATUS_INTERVAL = 5.0
@@ -53,6 +54,24 @@ log = logging.getLogger("retain.ops")
 def http_option(function: Any) -> Any:
     return click.option("--http", "http", metavar="HOST:PORT",
                         help="Serve /healthz, /readyz, /metrics and the dashboard (/) on HOST:PORT.")(function)
+
+
+def ops_tokens_options(function: Any) -> Any:
+    """--tokens and --insecure for a daemon whose only listening address is --http."""
+    function = click.option("--insecure", is_flag=True,
+                            help="Serve a non-loopback --http without --tokens (anyone may read the metrics).")(function)
+    return click.option("--tokens", "ops_tokens_file", type=click.Path(dir_okay=False),
+                        help="TOML token file: /metrics and the dashboard then need a bearer token that may read "
+                             "(docs/operating.md).")(function)
+
+
+def ops_tokens(tokens_file: str | None, insecure: bool, address: tuple[str, int] | None) -> Tokens | None:
+    """The tokens guarding the ops address; a non-loopback address without them is refused unless ``insecure``."""
+    tokens = Tokens.load(tokens_file) if tokens_file else None
+    if tokens is not None and address is None:
+        raise click.UsageError("--tokens guards the --http address: give --http too")
+    refuse_open([address[0] if address else None], tokens, insecure)
+    return tokens
 
 
 def log_format_option(function: Any) -> Any:
@@ -96,9 +115,9 @@ class StreamsOps:
         with self._lock:
             self._report = report
 
-    def services(self, address: tuple[str, int]) -> list[Any]:
+    def services(self, address: tuple[str, int], tokens: Tokens | None = None) -> list[Any]:
         """The HTTP server first (a port in use stops the start before anything runs), then the monitor."""
-        return [OpsServer(address, self.health, self.metrics.registry, self.page), self.monitor]
+        return [OpsServer(address, self.health, self.metrics.registry, self.page, tokens), self.monitor]
 
     def _last_beat(self) -> float | None:
         with self._lock:
@@ -229,7 +248,8 @@ class ScheduleOps:
                              not_ready=not_ready(readiness))
 
 
-def docd_ops(table: MountTable, address: tuple[str, int]) -> tuple[OpsServer, Callable[[str, str, float], None]]:
+def docd_ops(table: MountTable, address: tuple[str, int],
+             tokens: Tokens | None = None) -> tuple[OpsServer, Callable[[str, str, float], None]]:
     """docd's ops server (ready while some owner answers) and the hook its server reports owner calls to."""
     from retain.docd.metrics import DocdMetrics, owners_check
 
@@ -239,7 +259,7 @@ def docd_ops(table: MountTable, address: tuple[str, int]) -> tuple[OpsServer, Ca
     def page() -> DashboardPage:
         return DashboardPage(f"retain docd serve {table.source}", not_ready=not_ready(health.readiness()))
 
-    return OpsServer(address, health, metrics.registry, page), metrics.observe
+    return OpsServer(address, health, metrics.registry, page, tokens), metrics.observe
 
 
 def not_ready(readiness: Readiness) -> Sequence[str]:

@@ -91,10 +91,11 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
     ops_address = http_address(http) if http is not None else None
     table = load_mounts(mounts_file).with_logd(logd_address)
     where = _stream_address(listen, socket_path, DEFAULT_LISTEN)
-    tokens, _, mode = server_security(tokens_file, insecure, None, None, socket_mode, [where.get("listen")])
+    tokens, _, mode = server_security(tokens_file, insecure, None, None, socket_mode, [where.get("listen"),
+                                                                                       ops_address])
     ops: list[Any] = []
     if ops_address is not None:
-        ops_server, observe = docd_ops(table, ops_address)
+        ops_server, observe = docd_ops(table, ops_address, tokens)
         ops.append(ops_server)
         where["observe"] = observe
     running = ThreadedServer(DocdServer(table, limits=Limits(max_bytes=max_document_bytes), tokens=tokens,

@@ -8,7 +8,8 @@ from typing import IO, Any
 
 import click
 
-from retain.cli._ops import ScheduleOps, http_address, http_option, log_format_option, logd_page, logd_readiness
+from retain.cli._ops import (ScheduleOps, http_address, http_option, log_format_option, logd_page, logd_readiness,
+                             ops_tokens, ops_tokens_options)
 from retain.errors import RetainError
 from retain.wire import ByteBudget, Limits
 
@@ -111,7 +112,8 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
             store.listen(metrics.committed)
             health = logd_readiness(db)
             ops = {"observe": metrics.observe,
-                   "http_routes": ops_routes(health, metrics.registry, logd_page(db, store, metrics, health))}
+                   "http_routes": ops_routes(health, metrics.registry, logd_page(db, store, metrics, health),
+                                             tokens)}
         running = ServerThread(store, listen=address, socket_path=socket_path, http=http_address,
                                limits=Limits(max_bytes=max_document_bytes), tokens=tokens, insecure=insecure,
                                tls=tls, socket_mode=mode, budget=ByteBudget(max_buffered_bytes), **ops)
@@ -274,9 +276,10 @@ def retain_command(file: IO[str], address: str, author: str | None, scope: str |
 @click.option("--token", envvar="RETAIN_TOKEN", show_envvar=True,
               help="The secret of a token with 'retain' to present (a logd served with --tokens needs one).")
 @http_option
+@ops_tokens_options
 @log_format_option
 def schedule_command(policy_path: str, address: str | None, once: bool, token: str | None, http: str | None,
-                     log_format: str) -> None:
+                     ops_tokens_file: str | None, insecure: bool, log_format: str) -> None:
     """Send the retain request of a TOML schedule to a logd on its beat.
 
     POLICY declares the beat (every), the rules and where logd is (see
@@ -304,6 +307,7 @@ def schedule_command(policy_path: str, address: str | None, once: bool, token: s
     if http is not None and once:
         raise click.UsageError("--http serves a running schedule: drop --once")
     ops_address = http_address(http) if http is not None else None
+    readers = ops_tokens(ops_tokens_file, insecure, ops_address)
     schedule = load_schedule(policy_path)
     target = parse_address(address or schedule.connect or DEFAULT_LISTEN)
     if once:
@@ -336,7 +340,7 @@ def schedule_command(policy_path: str, address: str | None, once: bool, token: s
     if ops is not None and ops_address is not None:
         from retain.ops import OpsServer
 
-        services.insert(0, OpsServer(ops_address, ops.health, ops.registry, ops.page))
+        services.insert(0, OpsServer(ops_address, ops.health, ops.registry, ops.page, readers))
     run_daemon(*services, name="retain schedule", log=log, log_format=log_format, finishing="the beat in progress",
                stopped=lambda: f"after {beat.beats} beats",
                started=lambda: f"retain schedule from {schedule.source}: {len(schedule.request.rules)} rules "

@@ -18,7 +18,7 @@ from retain.daemon import Service, run_daemon
 from retain.errors import InvalidInput, ServerUnavailable
 from retain.cli._common import (DEFAULT_REDIS_URL, URL_HELP, RedisTarget, connect, parse_instant, redis_url_option,
                                 tls_options)
-from retain.cli._ops import StreamsOps, http_address, http_option, log_format_option
+from retain.cli._ops import StreamsOps, http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
 from retain.retention import PolicyFile, RetentionDriver, SweepReport, load_policy, preview
 from retain.streams import RawKey, StreamRef, trim
 from retain.streams.keys import DEFAULT_PREFIX
@@ -26,6 +26,7 @@ from retain.windows import MaxAge, MaxLen, MinId
 
 if TYPE_CHECKING:
     from retain.archive import Archive
+    from retain.wire import Tokens
 
 __all__ = ["streams"]
 
@@ -109,12 +110,13 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
               help="The same as --http METRICS-ADDR:PORT (kept for older unit files).")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True,
               help="Address --metrics-port listens on (0.0.0.0 for every interface).")
+@ops_tokens_options
 @log_format_option
 @click.option("--url", help=URL_HELP + " Overrides the policy file's url, which overrides $RETAIN_REDIS_URL, "
                             "else redis://localhost:6379/0.")
 @tls_options
 def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, metrics_port: int | None,
-                metrics_addr: str, log_format: str, url: str | None, tls_ca: str | None, tls_cert: str | None,
+                metrics_addr: str, ops_tokens_file: str | None, insecure: bool, log_format: str, url: str | None, tls_ca: str | None, tls_cert: str | None,
                 tls_key: str | None) -> None:
     """Run the retention daemon: re-apply the POLICY file's windows on its own beat.
 
@@ -140,6 +142,7 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
     address = http_address(http) if http is not None else None
     if metrics_port is not None:
         address = http_address(f"{metrics_addr}:{metrics_port}", "--metrics-addr")
+    readers = ops_tokens(ops_tokens_file, insecure, address)
     policy_file = load_policy(policy_path)
     archive = policy_file.open_archive()
     conn = _client(RedisTarget(url or policy_file.url or os.environ.get("RETAIN_REDIS_URL") or DEFAULT_REDIS_URL,
@@ -150,7 +153,7 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
         elif once:
             _once(_driver(conn, policy_file, archive))
         else:
-            _daemon(conn, policy_file, archive, address, log_format)
+            _daemon(conn, policy_file, archive, address, readers, log_format)
     finally:
         conn.close()
 
@@ -207,7 +210,7 @@ def _check_credentials(conn: Any, log: logging.Logger) -> None:
 
 
 def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, address: tuple[str, int] | None,
-            log_format: str) -> None:
+            readers: Tokens | None, log_format: str) -> None:
     log = logging.getLogger("retain.daemon")
     ops = StreamsOps(conn, policy_file, archive) if address is not None else None
 
@@ -220,7 +223,7 @@ def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, address
     _check_credentials(conn, log)
     services: list[Service] = [driver]
     if ops is not None and address is not None:
-        services[:0] = ops.services(address)
+        services[:0] = ops.services(address, readers)
     folding = f" ({len(policy_file.policy.archived)} folded into {archive.url})" if archive is not None else ""
 
     def where() -> str:
