@@ -49,8 +49,8 @@ def test_archive():
     merge-reads, maintenance and expiry, the query, the migration and the archive errors."""
     assert sorted(retain.archive.__all__) == sorted([
         "FILE_SCHEMA", "FORMAT_VERSION", "TABLE_SCHEMA", "Archive", "ArchiveAccessDenied", "ArchiveConflict",
-        "ArchiveCorrupt", "ArchiveError", "ArchiveNeedsMigration", "ArchiveObjectExists", "ArchiveObjectMissing",
-        "ArchiveUnavailable", "ArchivedFile", "FoldProgress", "FoldResult", "FoldTrimOutcome", "FoldTrimPlan",
+        "ArchiveCorrupt", "ArchiveError", "ArchiveGap", "ArchiveNeedsMigration", "ArchiveObjectExists", "ArchiveObjectMissing",
+        "ArchiveTimeout", "ArchiveUnavailable", "ArchivedFile", "Damage", "VerifyReport", "verify", "FoldProgress", "FoldResult", "FoldTrimOutcome", "FoldTrimPlan",
         "FoldTrimResult", "InvalidArchive", "InvalidStreamId", "MaintenanceReport", "MaintenanceSettings",
         "MigrationReport", "StreamId", "StreamMaintenance", "StreamState", "UnarchivableEntry", "fold",
         "fold_boundary", "fold_then_trim", "fold_then_trim_all", "maintain", "migrate", "plan_compaction",

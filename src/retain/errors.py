@@ -17,11 +17,13 @@
     ├── ServerStartError (RuntimeError)    an embedded server (retain.servers) did not come up; carries its log
     ├── ArchiveError                       the archive's object store failed, or holds the unexpected
     │   ├── ArchiveUnavailable (ConnectionError)     the store could not be reached, or an I/O failed
+    │   │   └── ArchiveTimeout (TimeoutError)   an archive call of a beat passed the driver's deadline
     │   ├── ArchiveAccessDenied (PermissionError)    the store refused the credentials
     │   ├── ArchiveObjectExists (FileExistsError)    a create-only write found its name taken
     │   │   └── ArchiveConflict            a commit lost to a rival's commit of the same stream (the fence)
     │   ├── ArchiveObjectMissing (FileNotFoundError) an object the layout names is not there
     │   ├── ArchiveCorrupt                 an object does not hold what the layout says it holds
+    │   │   └── ArchiveGap                 the live tier trimmed past W: the archive lacks entries it should hold
     │   ├── ArchiveNeedsMigration          a format-1 archive is read-only until `retain archive migrate`
     │   └── UnarchivableEntry              a stream entry the table's columns cannot hold
     └── LogdError                          a logd request failed; ``code`` is its wire error code
@@ -58,9 +60,11 @@ __all__ = [
     "ArchiveConflict",
     "ArchiveCorrupt",
     "ArchiveError",
+    "ArchiveGap",
     "ArchiveNeedsMigration",
     "ArchiveObjectExists",
     "ArchiveObjectMissing",
+    "ArchiveTimeout",
     "ArchiveUnavailable",
     "AuthenticationError",
     "Compacted",
@@ -294,6 +298,11 @@ class ArchiveUnavailable(ArchiveError, ConnectionError):
     """The object store could not be reached, or an I/O on it failed after its retries."""
 
 
+class ArchiveTimeout(ArchiveUnavailable, TimeoutError):
+    """An archive call of a retention beat did not finish within the driver's deadline (``[archive] deadline``):
+    that stream's fold counts as failed for the beat and the streams around it go on."""
+
+
 class ArchiveAccessDenied(ArchiveError, PermissionError):
     """The object store refused the credentials, or they lack a permission."""
 
@@ -315,6 +324,11 @@ class ArchiveObjectMissing(ArchiveError, FileNotFoundError):
 
 class ArchiveCorrupt(ArchiveError):
     """An object does not hold what the layout says: a damaged data file, a bad manifest, an unknown format."""
+
+
+class ArchiveGap(ArchiveCorrupt):
+    """The archive does not hold entries it must: the live stream was trimmed past the watermark W
+    (``XINFO STREAM``'s ``max-deleted-entry-id`` is above W), so a merge-read would skip them."""
 
 
 class ArchiveNeedsMigration(ArchiveError):

@@ -8,8 +8,10 @@ files and app transactions (:mod:`~retain.archive.layout`), the columns
 (:mod:`~retain.archive.plan`), the fold (:mod:`~retain.archive.fold`), the
 merge-read (:mod:`~retain.archive.read`), maintenance and expiry
 (:mod:`~retain.archive.maintenance`), SQL over the table
-(:mod:`~retain.archive.query`) and the move from format 1
-(:mod:`~retain.archive.migrate`, reading :mod:`~retain.archive.legacy`).
+(:mod:`~retain.archive.query`), the move from format 1
+(:mod:`~retain.archive.migrate`, reading :mod:`~retain.archive.legacy`), the gap
+between the tiers (:mod:`~retain.archive.gap`) and checking a whole archive
+(:mod:`~retain.archive.verify`).
 
 Imports: the vocabulary, and :mod:`retain.streams` for the key layout and the
 trim verb; never :mod:`retain.retention`, the layer above that drives it.
@@ -47,14 +49,17 @@ from retain.archive.plan import FoldTrimPlan, plan_fold_trim, trim_past
 from retain.archive.query import query
 from retain.archive.read import read, read_arrow
 from retain.archive.table import Archive, ArchivedFile, StreamState
+from retain.archive.verify import Damage, VerifyReport, verify
 from retain.errors import (
     ArchiveAccessDenied,
     ArchiveConflict,
     ArchiveCorrupt,
     ArchiveError,
+    ArchiveGap,
     ArchiveNeedsMigration,
     ArchiveObjectExists,
     ArchiveObjectMissing,
+    ArchiveTimeout,
     ArchiveUnavailable,
     InvalidArchive,
     InvalidStreamId,
@@ -71,11 +76,14 @@ __all__ = [
     "ArchiveConflict",
     "ArchiveCorrupt",
     "ArchiveError",
+    "ArchiveGap",
     "ArchiveNeedsMigration",
     "ArchiveObjectExists",
     "ArchiveObjectMissing",
+    "ArchiveTimeout",
     "ArchiveUnavailable",
     "ArchivedFile",
+    "Damage",
     "FoldProgress",
     "FoldResult",
     "FoldTrimOutcome",
@@ -90,6 +98,7 @@ __all__ = [
     "StreamMaintenance",
     "StreamState",
     "UnarchivableEntry",
+    "VerifyReport",
     "fold",
     "fold_boundary",
     "fold_then_trim",
@@ -104,4 +113,5 @@ __all__ = [
     "read",
     "read_arrow",
     "trim_past",
+    "verify",
 ]

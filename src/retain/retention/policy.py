@@ -68,6 +68,10 @@ class StreamPolicy:
             raise InvalidPolicy(f"a policy entry's window must be MaxLen, MinId or MaxAge (got {self.window!r})")
         if not isinstance(self.archive, bool):
             raise InvalidPolicy(f"a policy entry's archive must be True or False (got {self.archive!r})")
+        if self.archive:
+            problem = archive_key_problem(self.stream.key)
+            if problem is not None:
+                raise InvalidPolicy(problem)
 
     @property
     def key(self) -> str:
@@ -76,6 +80,18 @@ class StreamPolicy:
 
 
 PolicyEntry = StreamPolicy | tuple[Stream, Window]
+
+#: keys an archived stream may not have: a path segment of their own name would climb the archive's tree
+#: wherever the key is used as one (the format-1 archive, tools that lay files out by key)
+_NOT_SEGMENTS = (".", "..")
+
+
+def archive_key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be archived, or None: ``.`` and ``..`` are no object-store path segment."""
+    if key in _NOT_SEGMENTS:
+        return (f"stream key {key!r} cannot be archived: {key!r} is no object-store path segment (it names a "
+                "folder, not an object); rename the stream, or keep it without archive")
+    return None
 
 
 @dataclass(frozen=True, init=False)
