@@ -28,7 +28,8 @@ from retain.docd.mounts import MountTable
 from retain.docd.owners import Observe, Owners, fan_out
 from retain.docd.router import Fanout, Forward, SessionChange, answer_forward, delta_from, route
 from retain.logd.verbs import authorize
-from retain.wire import DEFAULT_SOCKET_MODE, Format, HostPort, Limits, Link, Reply, StreamServer, Tokens, answer_result
+from retain.wire import (DEFAULT_SOCKET_MODE, Format, HostPort, Limits, Link, Reply, StreamServer, Tokens, answer_result,
+                         frame)
 from retain.wire.requests import parse_request
 
 __all__ = ["DocdServer"]
@@ -79,7 +80,7 @@ class _Conversation:
         if plan.verb != "watch":
             return Reply(answer_forward(plan, await self.owners.call(plan.owner, plan.request)))
         answer, start = await self.owners.watch(
-            plan.owner, plan.request, deliver=lambda delta: self.link.send(delta_from(plan.owner, delta), fmt),
+            plan.owner, plan.request, deliver=lambda delta: self.link.push(frame(delta_from(plan.owner, delta), fmt)),
             ended=self.link.close)
         if start is not None:
             self.link.streaming = True  # quiet, but not idle: it waits for deltas

@@ -85,7 +85,9 @@ class _Subscription:
 
     def deliver(self, data: bytes) -> None:  # on the event loop
         if self.active:
-            self.link.write(data)
+            self.link.push(data)
+        elif sum(map(len, self.held)) + len(data) > self.link.max_unsent:
+            self.link.abort()  # its answer is stuck behind answers the peer does not read: held without end
         else:
             self.held.append(data)
 
@@ -93,7 +95,7 @@ class _Subscription:
         self.active = True
         self.link.streaming = True  # quiet, but not idle: it waits for deltas
         for data in self.held:
-            self.link.write(data)
+            self.link.push(data)
         self.held.clear()
 
 
