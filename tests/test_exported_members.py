@@ -15,7 +15,7 @@ def test_retain():
     """retain exports the vocabulary and the error tree."""
     assert sorted(retain.__all__) == sorted([
         "AuthenticationError", "InvalidDuration", "InvalidInput", "InvalidPolicy", "InvalidStreamName", "InvalidWindow",
-        "MaxAge", "MaxLen", "MinId", "RetainError", "ServerError", "ServerUnavailable", "Window",
+        "Limits", "MaxAge", "MaxBytes", "MaxLen", "MinId", "RetainError", "ServerError", "ServerUnavailable", "Window",
         "WrongTypeError", "minid_floor",
     ])
 

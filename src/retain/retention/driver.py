@@ -82,15 +82,19 @@ from retain.beats import AsyncBeat, Beat, Cadence
 from retain.clock import utc_now
 from retain.errors import InvalidPolicy, RetainError, ServerUnavailable
 from retain.ids import StreamId
+from retain.retention.bytes import Measured, measure_commands, read_sizes
+from retain.retention.limits import Size, candidates
 from retain.retention.policy import (
     UNLIMITED,
     Policy,
     PolicyEntry,
+    StreamPolicy,
     TrimCall,
     checked_archive,
     checked_maintenance,
     decide,
 )
+from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, deltalake) is loaded by a driver that archives.
@@ -226,9 +230,8 @@ class _Driver:
         """Seconds from one beat's start to the next, as the runner now waits: ``tick``, or longer in trouble."""
         return self._cadence.delay
 
-    def _plan(self) -> tuple[datetime, tuple[TrimCall, ...]]:
-        now = self.clock()
-        return now, decide(self.policy, now)
+    def _plan(self, now: datetime, measured: Measured | None) -> tuple[TrimCall, ...]:
+        return decide(self.policy, now, measured.sizes if measured is not None else None)
 
     def _commands(self, calls: Sequence[TrimCall]) -> list[tuple[str, ...]]:
         if not self.measure_lengths:
@@ -245,7 +248,7 @@ class _Driver:
         fixed = [call.window is call.entry.window for call in calls]
         return [flag for one in fixed for flag in (one, True)] if self.measure_lengths else fixed
 
-    def _fold_archived(self, conn: Any, now: datetime) -> _ArchivedBeat:
+    def _fold_archived(self, conn: Any, now: datetime, measured: Measured | None = None) -> _ArchivedBeat:
         """Fold every archived stream at ``now`` in one commit, then trim each past its W; then maintain if due.
 
         Blocking (the asyncio twin runs it on a worker thread). A stream's
@@ -262,8 +265,21 @@ class _Driver:
 
         # A fold refuses min_entries above segment_entries: files grow to hold a larger batch.
         segment_entries = max(DEFAULT_SEGMENT_ENTRIES, self.fold_min_entries)
+        targets = []
+        for entry in self.policy.archived:
+            try:
+                window = _one_window(conn, entry, now, measured)
+            except RetainError as error:
+                beat.failures[entry.key] = beat.fold_failures[entry.key] = error
+                continue
+            if window is not None:
+                targets.append((entry.stream, window))
+            elif measured is not None and entry.key in measured.failures:
+                beat.failures[entry.key] = beat.fold_failures[entry.key] = measured.failures[entry.key]
+            else:  # only a byte budget, and nothing to measure: nothing to fold or trim
+                beat.folded_by[entry.key] = beat.removed_by[entry.key] = 0
         try:
-            outcomes = fold_then_trim_all(conn, [(entry.stream, entry.window) for entry in self.policy.archived],
+            outcomes = fold_then_trim_all(conn, targets,
                                           archive, now, segment_entries=segment_entries,
                                           min_entries=self.fold_min_entries, limit=UNLIMITED)
         except RetainError as error:  # the archive refused the beat whole (a format-1 archive)
@@ -321,10 +337,13 @@ class _Driver:
         return report
 
     def _report(self, now: datetime, calls: Sequence[TrimCall], answers: Sequence[Any] | BaseException,
-                elapsed: float, archived: _ArchivedBeat | None = None) -> SweepReport:
+                elapsed: float, archived: _ArchivedBeat | None = None,
+                measured: Measured | None = None) -> SweepReport:
         """Read each stream's answer on its own; a whole-pipeline error fails every stream.
 
-        ``archived`` adds what the archived streams came to.
+        ``archived`` adds what the archived streams came to; ``measured`` the
+        failures of measuring byte budgets. A stream with two calls (several
+        limits) sums what both removed; either failing fails the stream.
         """
         archived = archived if archived is not None else _ArchivedBeat()
         removed_by: dict[str, int] = {}
@@ -338,9 +357,16 @@ class _Driver:
             if isinstance(answer, BaseException):
                 failures[call.key] = as_retain_error(answer, call.key)
                 continue
-            removed_by[call.key] = int(answer)
+            removed_by[call.key] = removed_by.get(call.key, 0) + int(answer)
             if self.measure_lengths and not isinstance(answers[index * step + 1], BaseException):
                 lengths[call.key] = int(answers[index * step + 1])
+        if measured is not None:
+            failures.update(measured.failures)
+            for entry in self.policy.measured:  # a budget with nothing to measure (no stream yet) trims nothing
+                if not entry.archive and entry.key not in failures:
+                    removed_by.setdefault(entry.key, 0)
+        for key in failures:
+            removed_by.pop(key, None)
         removed_by.update(archived.removed_by)
         failures.update(archived.failures)
         lengths.update(archived.lengths)
@@ -424,11 +450,28 @@ class RetentionDriver(_Driver):
         Raises:
             InvalidWindow: the clock returned a naive datetime (a bug in the caller's clock).
         """
-        now, calls = self._plan()
+        now = self.clock()
         started = time.monotonic()
+        measured = self._measure() if self.policy.measured else None
+        calls = self._plan(now, measured)
         answers = self._send(calls) if calls else []
-        archived = self._fold_archived(self.conn, now)
-        return self._report(now, calls, answers, time.monotonic() - started, archived)
+        archived = self._fold_archived(self.conn, now, measured)
+        return self._report(now, calls, answers, time.monotonic() - started, archived, measured)
+
+    def _measure(self) -> Measured:
+        """The sizes of the streams with a byte budget, in one round trip (see :mod:`retain.retention.bytes`)."""
+        entries = self.policy.measured
+        commands = measure_commands(entries)
+        try:
+            if isinstance(self.conn, redis.Redis):
+                def pack(connection: Any) -> bytes:
+                    return b"".join(b"".join(connection.pack_command(*command)) for command in commands)
+                answers: list[Any] | BaseException = _send_direct(self.conn, len(commands), pack)
+            else:
+                answers = _send_pipeline(self.conn, commands)
+        except REDIS_ERRORS as exc:
+            answers = exc
+        return read_sizes(entries, answers)
 
     def _send(self, calls: Sequence[TrimCall]) -> list[Any] | BaseException:
         """The plain trims in one pipeline: each command's answer, or the error that failed them all."""
@@ -566,17 +609,26 @@ class AsyncRetentionDriver(_Driver):
         The plain entries' trims go in one pipeline on the event loop; then the
         archived entries are folded and trimmed on a worker thread.
         """
-        now, calls = self._plan()
+        now = self.clock()
         started = time.monotonic()
+        measured = None
+        if self.policy.measured:
+            measured = read_sizes(self.policy.measured, await self._pipeline(measure_commands(self.policy.measured)))
+        calls = self._plan(now, measured)
         answers = await self._send(calls) if calls else []
-        archived = await asyncio.to_thread(self._fold_archived, self.fold_conn, now) if self.policy.archived else None
-        return self._report(now, calls, answers, time.monotonic() - started, archived)
+        archived = (await asyncio.to_thread(self._fold_archived, self.fold_conn, now, measured)
+                    if self.policy.archived else None)
+        return self._report(now, calls, answers, time.monotonic() - started, archived, measured)
 
     async def _send(self, calls: Sequence[TrimCall]) -> list[Any] | BaseException:
         """The plain trims in one pipeline: each command's answer, or the error that failed them all."""
+        return await self._pipeline(self._commands(calls))
+
+    async def _pipeline(self, commands: Sequence[tuple[str, ...]]) -> list[Any] | BaseException:
+        """``commands`` in one pipeline: each command's answer, or the error that failed them all."""
         pipe = self.conn.pipeline(transaction=False)
         try:
-            for command in self._commands(calls):
+            for command in commands:
                 pipe.execute_command(*command)
             answers: list[Any] = await pipe.execute(raise_on_error=False)
             return answers
@@ -611,3 +663,31 @@ class AsyncRetentionDriver(_Driver):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+def _one_window(conn: Any, entry: StreamPolicy, now: datetime,
+                measured: Measured | None) -> MaxLen | MinId | MaxAge | None:
+    """The one window an archived entry folds and trims to this beat; None when it cuts nothing.
+
+    A fold takes one window. Of several limits, the strictest is the one whose
+    boundary (the highest id it drops, :func:`retain.archive.fold_boundary`) is
+    highest: everything up to it lies outside some limit. A byte budget becomes
+    the length its measured size means.
+
+    Raises:
+        RetainError: reading a boundary failed (WRONGTYPE, a lost connection).
+    """
+    window = entry.window
+    if not isinstance(window, (Limits, MaxBytes)):
+        return window
+    sizes: dict[str, Size] = measured.sizes if measured is not None else {}
+    found = candidates(window, now, sizes.get(entry.key))
+    if len(found) <= 1:
+        return found[0].window if found else None
+    from retain.archive.fold import fold_boundary
+
+    def boundary(window: MaxLen | MinId) -> tuple[bool, StreamId]:
+        found_id = fold_boundary(conn, entry.stream, window, now)
+        return (found_id is not None, found_id or StreamId(0, 0))
+
+    return max((cut.window for cut in found), key=boundary)

@@ -23,8 +23,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,8 @@ from retain._redis import translate_errors
 from retain.errors import RetainError
 from retain.ids import StreamId
 from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, checked_archive, decide
-from retain.windows import MaxAge, MaxLen, MinId, MinStreamId
+from retain.retention.limits import Size, candidates, limits_of
+from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, MinStreamId
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, deltalake) is loaded by a preview of an archived entry.
@@ -51,8 +53,9 @@ class StreamPreview:
     """What one stream's trim would do now, without doing it."""
 
     key: str
-    #: the window as a beat would send it (an age resolved against ``now``)
-    window: MaxLen | MinId
+    #: the window as a beat would send it (an age resolved against ``now``); for several limits or a
+    #: byte budget, the strictest one's (the declared window when nothing could be measured)
+    window: MaxLen | MinId | MaxAge | MaxBytes | Limits
     length: int = 0
     #: entries outside the window: exactly what ``=`` removes, the most ``~`` can
     outside: int = 0
@@ -72,6 +75,10 @@ class StreamPreview:
     #: compact (archived entries, when the preview is given the maintenance settings)
     expires: int = 0
     compacts: int = 0
+    #: for several limits or a byte budget: the policy file's name of the limit that cuts most now (None: none cuts)
+    cut_by: str | None = None
+    #: for several limits or a byte budget: limit name -> entries outside that limit alone
+    outside_by: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def keeps(self) -> int:
@@ -93,6 +100,9 @@ class StreamPreview:
         line = f"{head}  length {self.length}  keeps {self.keeps}  {what} {removes}"
         if self.expires or self.compacts:
             line += f"; maintenance would expire {self.expires} archived entries and compact {self.compacts} files"
+        if self.outside_by:
+            alone = ", ".join(f"{name} {count}" for name, count in self.outside_by.items())
+            line += f"; cut by {self.cut_by or 'none'} (outside each limit alone: {alone})"
         return line
 
 
@@ -132,18 +142,74 @@ def preview(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: datetime,
             archived entry with no ``archive``; before any I/O.
     """
     policy = Policy.of(policy)
-    calls = decide(policy, now)
+    calls = decide(policy, now)  # checks now; a budget cuts nothing without sizes, so these are the single windows
     archive = checked_archive(policy, archive)
-    archived = [(entry, entry.window.resolve(now) if isinstance(entry.window, MaxAge) else entry.window)
-                for entry in policy.archived]
-    approx = any(call.window.approx for call in calls) or any(window.approx for _, window in archived)
-    node_entries = _node_entries(conn) if approx else None
-    rows = {call.key: _one(conn, call, node_entries) for call in calls}
-    for entry, window in archived:
+    node_entries = _node_entries(conn) if any(_approx(entry.window) for entry in policy.entries) else None
+    rows = {call.key: _one(conn, call, node_entries) for call in calls if _single(call.entry)}
+    for entry in policy.entries:
+        if not _single(entry) and not entry.archive:
+            rows[entry.key] = _one_limits(conn, entry, now, node_entries)
+    for entry in policy.archived:
         assert archive is not None  # checked_archive refuses archived entries without one
+        if not _single(entry):
+            rows[entry.key] = _one_limits(conn, entry, now, node_entries, archive, fold_min_entries, maintenance)
+            continue
+        window = entry.window.resolve(now) if isinstance(entry.window, MaxAge) else entry.window
+        assert isinstance(window, (MaxLen, MinId))
         rows[entry.key] = _one_archived(conn, entry, window, archive, node_entries, fold_min_entries, now,
                                         maintenance)
     return tuple(rows[entry.key] for entry in policy.entries)
+
+
+def _single(entry: StreamPolicy) -> bool:
+    """True for an entry with one window that needs no measure: MaxLen, MinId or MaxAge."""
+    return isinstance(entry.window, (MaxLen, MinId, MaxAge))
+
+
+def _approx(window: object) -> bool:
+    return any(limit.approx for limit in limits_of(window))
+
+
+def _one_limits(conn: Any, entry: StreamPolicy, now: datetime, node_entries: int | None,
+                archive: Archive | None = None, fold_min_entries: int = 1,
+                maintenance: MaintenanceSettings | None = None) -> StreamPreview:
+    """Several limits, or a byte budget: what each limit alone would cut, and which cuts most.
+
+    Every limit cuts from the head, so together they remove what the strictest
+    alone removes. An archived entry is then previewed with that limit's window.
+    """
+    def figures() -> StreamPreview:
+        budget = entry.budget
+        size = None
+        if budget is not None:
+            usage = conn.execute_command(*budget.measure_command(entry.key))
+            size = Size(None if usage is None else int(usage), int(conn.xlen(entry.key)))
+        length = size.length if size is not None else int(conn.xlen(entry.key))
+        found = candidates(entry.window, now, size)
+        outside_by = {cut.limit: _outside(conn, entry.key, cut.window, length) for cut in found}
+        strictest = max(found, key=lambda cut: outside_by[cut.limit], default=None)
+        cut_by = strictest.limit if strictest is not None and outside_by[strictest.limit] else None
+        if strictest is None:
+            return StreamPreview(entry.key, entry.window, length, 0, 0, node_entries, archived=entry.archive,
+                                 outside_by=MappingProxyType(outside_by))
+        if archive is not None:
+            row = _one_archived(conn, entry, strictest.window, archive, node_entries, fold_min_entries, now,
+                                maintenance)
+            return replace(row, cut_by=cut_by, outside_by=MappingProxyType(outside_by))
+        outside = outside_by[strictest.limit]
+        at_least = max(approx_removes_at_least(cut.window, outside_by[cut.limit], node_entries) for cut in found)
+        return StreamPreview(entry.key, strictest.window, length, outside, at_least, node_entries, cut_by=cut_by,
+                             outside_by=MappingProxyType(outside_by))
+
+    return _read(entry.key, figures,
+                 lambda error: StreamPreview(entry.key, entry.window, error=error, archived=entry.archive))
+
+
+def _outside(conn: Any, key: str, window: MaxLen | MinId, length: int) -> int:
+    """Entries of a stream of ``length`` outside ``window``."""
+    if isinstance(window, MaxLen):
+        return max(0, length - window.count)
+    return _count(conn, key, "-", f"({window.floor}")
 
 
 def _one(conn: Any, call: TrimCall, node_entries: int | None) -> StreamPreview:

@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 from retain.errors import InvalidPolicy
 from retain.streams.keys import RawKey, Stream, StreamRef
 from retain.streams.trim import xtrim_command
-from retain.windows import MaxAge, MaxLen, MinId, Window, require_aware
+from retain.retention.limits import Size, byte_limit, cuts
+from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, Window, require_aware
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, deltalake) is loaded when one is given.
@@ -57,15 +58,17 @@ class StreamPolicy:
     """
 
     stream: Stream
-    #: what a policy may keep (a MinStreamId is the archive's own trim, never declared)
-    window: MaxLen | MinId | MaxAge
+    #: what a policy may keep (a MinStreamId is the archive's own trim, never declared); a :class:`Limits`
+    #: combines several, the strictest wins
+    window: MaxLen | MinId | MaxAge | MaxBytes | Limits
     archive: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.stream, (StreamRef, RawKey)):
             raise InvalidPolicy(f"a policy entry's stream must be a StreamRef or RawKey (got {self.stream!r})")
-        if not isinstance(self.window, (MaxLen, MinId, MaxAge)):
-            raise InvalidPolicy(f"a policy entry's window must be MaxLen, MinId or MaxAge (got {self.window!r})")
+        if not isinstance(self.window, (MaxLen, MinId, MaxAge, MaxBytes, Limits)):
+            raise InvalidPolicy("a policy entry's window must be MaxLen, MinId, MaxAge, MaxBytes or Limits "
+                                f"(got {self.window!r})")
         if not isinstance(self.archive, bool):
             raise InvalidPolicy(f"a policy entry's archive must be True or False (got {self.archive!r})")
 
@@ -73,6 +76,11 @@ class StreamPolicy:
     def key(self) -> str:
         """The Redis key of the stream."""
         return self.stream.key
+
+    @property
+    def budget(self) -> MaxBytes | None:
+        """The entry's byte budget, if it has one: a beat measures the stream before deciding its trim."""
+        return byte_limit(self.window)
 
 
 PolicyEntry = StreamPolicy | tuple[Stream, Window]
@@ -92,6 +100,8 @@ class Policy:
     entries: tuple[StreamPolicy, ...]
     #: the entries with ``archive=True``, in policy order: folded, then trimmed past W
     archived: tuple[StreamPolicy, ...] = field(repr=False, compare=False)
+    #: the entries with a byte budget, in policy order: a beat measures them first
+    measured: tuple[StreamPolicy, ...] = field(repr=False, compare=False)
     # Each plain entry, with its call when that never changes (a length or fixed-instant
     # window): made once here, not every beat. None: an age window, resolved each beat.
     _plain: tuple[tuple[StreamPolicy, TrimCall | None], ...] = field(repr=False, compare=False)
@@ -111,7 +121,8 @@ class Policy:
             normalised.append(item)
         object.__setattr__(self, "entries", tuple(normalised))
         object.__setattr__(self, "archived", tuple(entry for entry in normalised if entry.archive))
-        plain = tuple((entry, None if isinstance(entry.window, MaxAge) else _call(entry, entry.window))
+        object.__setattr__(self, "measured", tuple(entry for entry in normalised if entry.budget is not None))
+        plain = tuple((entry, _call(entry, entry.window) if isinstance(entry.window, (MaxLen, MinId)) else None)
                       for entry in normalised if not entry.archive)
         object.__setattr__(self, "_plain", plain)
 
@@ -187,9 +198,12 @@ class TrimCall:
     """One XTRIM a beat sends: the entry it serves, its window resolved at ``now``, the command."""
 
     entry: StreamPolicy
-    #: the window as sent: a MaxAge is resolved to the MinId it means at the beat's instant
+    #: the window as sent: a MaxAge is resolved to the MinId it means at the beat's instant,
+    #: a MaxBytes to the MaxLen it means for the stream's measured size
     window: MaxLen | MinId
     command: tuple[str, ...]
+    #: the policy file's name of the limit this call applies: maxlen, max_age, min_id or max_bytes
+    limit: str = field(default="", compare=False)
 
     @property
     def key(self) -> str:
@@ -197,12 +211,18 @@ class TrimCall:
         return self.entry.key
 
 
-def decide(policy: Policy | Iterable[PolicyEntry], now: datetime) -> tuple[TrimCall, ...]:
+def decide(policy: Policy | Iterable[PolicyEntry], now: datetime,
+           sizes: Mapping[str, Size] | None = None) -> tuple[TrimCall, ...]:
     """The trim calls of one beat at ``now`` for the plain entries; an empty tuple when there is nothing to do.
 
     Pure: no I/O, no clock of its own. An age window becomes ``MINID`` at
     ``now - duration``; a ``~`` window also carries ``LIMIT 0`` so that one beat
     removes every whole node outside the window, however many arrived since the last.
+    A byte budget becomes ``MAXLEN`` for the stream's size in ``sizes`` (key ->
+    :class:`~retain.retention.limits.Size`, measured by the caller; without one
+    the budget cuts nothing this beat). An entry with several limits
+    (:class:`~retain.windows.Limits`) gets up to two calls, the strictest length
+    and the strictest time limit (:mod:`retain.retention.limits`).
     Archived entries get no call: a plain XTRIM could remove what is not yet
     archived. A driver folds them first (:attr:`Policy.archived`).
 
@@ -212,9 +232,17 @@ def decide(policy: Policy | Iterable[PolicyEntry], now: datetime) -> tuple[TrimC
     """
     require_aware(now, "now")
     policy = Policy.of(policy)
-    return tuple(fixed if fixed is not None else _call(entry, entry.window.resolve(now))  # type: ignore[union-attr]
-                 for entry, fixed in policy._plain)
+    calls: list[TrimCall] = []
+    for entry, fixed in policy._plain:
+        if fixed is not None:
+            calls.append(fixed)
+        elif isinstance(entry.window, MaxAge):
+            calls.append(_call(entry, entry.window.resolve(now), "max_age"))
+        else:
+            calls.extend(_call(entry, cut.window, cut.limit) for cut in cuts(entry.window, now, sizes, entry.key))
+    return tuple(calls)
 
 
-def _call(entry: StreamPolicy, window: MaxLen | MinId) -> TrimCall:
-    return TrimCall(entry, window, xtrim_command(entry.stream, window, limit=UNLIMITED))
+def _call(entry: StreamPolicy, window: MaxLen | MinId, limit: str = "") -> TrimCall:
+    name = limit or ("maxlen" if isinstance(window, MaxLen) else "min_id")
+    return TrimCall(entry, window, xtrim_command(entry.stream, window, limit=UNLIMITED), name)

@@ -9,7 +9,8 @@
     [[stream]]
     queue = "codemojex"
     name = "activity"
-    maxlen = 10000                      # exactly one of maxlen, max_age, min_id
+    maxlen = 10000                      # at least one of maxlen, max_age, min_id, max_bytes;
+    max_bytes = "64MiB"                 #   several may be combined: the strictest wins
     approx = true                       # optional; false trims exactly (=)
     archive = true                      # optional; fold what the window drops before trimming
 
@@ -49,7 +50,7 @@ from retain.clock import parse_rfc3339
 from retain.errors import InvalidArchive, InvalidInput, InvalidPolicy
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
 from retain.retention.policy import Policy, StreamPolicy
-from retain.windows import MaxAge, MaxLen, MinId
+from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, deltalake) is loaded by open_archive.
@@ -60,9 +61,9 @@ __all__ = ["DEFAULT_TICK", "ArchiveSettings", "PolicyFile", "load_policy", "pars
 DEFAULT_TICK = 1.0
 URL_SCHEMES = ("redis", "rediss", "unix")
 TOP_FIELDS = ("url", "cluster", "tick", "prefix", "archive", "stream")
-STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "approx", "archive",
-                 "archive_max_age")
-WINDOW_FIELDS = ("maxlen", "max_age", "min_id")
+STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "max_bytes", "bytes_samples",
+                 "approx", "archive", "archive_max_age")
+WINDOW_FIELDS = ("maxlen", "max_age", "min_id", "max_bytes")
 #: the options of an s3:// archive a policy file may give (retain.archive.Archive takes them as they are)
 S3_FIELDS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "allow_http")
 #: the archive's maintenance (retain.archive.MaintenanceSettings takes them)
@@ -181,7 +182,7 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
     tables = document.get("stream")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
         raise InvalidPolicy(f"{source}: declares no streams: add one [[stream]] table per stream "
-                            "(queue and name, or key; and one of maxlen, max_age, min_id)")
+                            "(queue and name, or key; and maxlen, max_age, min_id or max_bytes)")
     archive = _archive(document, where)
     entries: list[StreamPolicy] = []
     seen: dict[str, int] = {}
@@ -314,14 +315,27 @@ _PROBES: dict[str, Callable[[Any], str]] = {
 }
 
 
-def _window(table: dict[str, Any], where: Where) -> MaxLen | MinId | MaxAge:
+def _window(table: dict[str, Any], where: Where) -> MaxLen | MinId | MaxAge | MaxBytes | Limits:
+    """The stream's limits: one window, or a :class:`Limits` of several (the strictest wins)."""
     given = [name for name in WINDOW_FIELDS if name in table]
-    if len(given) != 1:
-        found = f"got {', '.join(given)}" if given else "got none"
-        raise InvalidPolicy(f"{where}: give exactly one of maxlen, max_age, min_id ({found})")
-    name = given[0]
-    value = table[name]
+    if not given:
+        raise InvalidPolicy(f"{where}: give at least one of maxlen, max_age, min_id, max_bytes (got none)")
+    if "bytes_samples" in table and "max_bytes" not in table:
+        raise InvalidPolicy(f"{where.field('bytes_samples')}: applies with max_bytes only: it is how many nodes "
+                            "MEMORY USAGE reads to measure the stream")
     approx = _fields.boolean(table, "approx", where, default=True)
+    limits = [_limit(table, name, approx, where) for name in given]
+    return limits[0] if len(limits) == 1 else Limits(*limits)
+
+
+def _limit(table: dict[str, Any], name: str, approx: bool, where: Where) -> MaxLen | MinId | MaxAge | MaxBytes:
+    value = table[name]
+    if name == "max_bytes":
+        if not isinstance(value, str) and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InvalidPolicy(f"{where.field(name)}: must be a size such as '64MiB' (units B, KiB, MiB, GiB) "
+                                f"or a number of bytes (got {value!r})")
+        samples = _fields.whole_number(table.get("bytes_samples", 0), "bytes_samples", where)
+        return _checked(lambda: MaxBytes(value, samples, approx), where, name)
     if name == "maxlen":
         return _checked(lambda: MaxLen(value, approx), where, name)
     if name == "max_age":
