@@ -137,7 +137,8 @@ class TestSweep:
                                  clock=lambda: next(instants), measure_lengths=True)
         for _ in range(50):
             driver.sweep()
-        assert sorted(command[0] for command in driver._packed) == ["XLEN", "XLEN", "XTRIM"]
+        # XINFO GROUPS of both streams, XLEN of both (one command, before and after the trim), XTRIM MAXLEN
+        assert sorted(command[0] for command in driver._packed) == ["XINFO", "XINFO", "XLEN", "XLEN", "XTRIM"]
 
     def test_wrongtype_among_good_streams(self, redis_conn, caplog):
         """The good streams are trimmed; the bad one is reported typed, with the server's message, and logged."""
@@ -187,7 +188,8 @@ class TestSweep:
         assert report.removed == 4_900 and redis_conn.xlen("driven") == 100
 
     def test_never_touches_consumer_groups(self, redis_conn):
-        """A beat sends only XTRIM (and XLEN when measuring); a group's state is as the consumer left it."""
+        """A beat writes only XTRIM; it reads the groups (XINFO GROUPS, XPENDING) to report what a trim took
+        from each, and a group's state is as the consumer left it."""
         ref = StreamRef("q", "consumed")
         append(redis_conn, ref.key, 300)
         redis_conn.xgroup_create(ref.key, "workers", id="0")
@@ -200,10 +202,14 @@ class TestSweep:
         before = group_state()
         redis_conn.config_resetstat()
         driver = RetentionDriver(redis_conn, [(ref, MaxLen(100, approx=False))], measure_lengths=True)
-        assert driver.sweep().removed == 200 and driver.sweep().removed == 0
+        first = driver.sweep()
+        assert first.removed == 200 and driver.sweep().removed == 0
+        (taken,) = first.unconsumed.values()
+        assert list(first.unconsumed) == [(ref.key, "workers")] and (taken.pending, taken.undelivered) == (120, 80)
         # Redis 7 names subcommands (cmdstat_config|resetstat), Redis 6 does not: compare commands.
         issued = {name.split("|")[0] for name in redis_conn.info("commandstats") if name != "cmdstat_info"}
-        assert issued == {"cmdstat_xtrim", "cmdstat_xlen", "cmdstat_config"}
+        assert issued == {"cmdstat_xtrim", "cmdstat_xlen", "cmdstat_config", "cmdstat_xinfo", "cmdstat_xrange",
+                          "cmdstat_xpending"}
         assert group_state() == before
 
     @settings(max_examples=40)

@@ -2,9 +2,14 @@
 
 Bounded memory is a safety property; a consumer being up is a liveness fact.
 The driver keeps them apart: it trims the declared streams on a beat of its
-own, so a stream nobody reads is bounded all the same. It never touches
-consumer groups. For a plain entry it only sends XTRIM (and XLEN when asked to
-measure); an archived entry's stream is also read, to fold it.
+own, so a stream nobody reads is bounded all the same. It never writes to
+consumer groups; it reads them (``XINFO GROUPS``, and ``XLEN`` before the trim,
+in the same round trip) to report what a trim took that a group had not
+consumed (:mod:`retain.retention.groups`). For a plain entry it writes only
+XTRIM (and reads XLEN after it when asked to measure); an archived entry's
+stream is also read, to fold it; a byte budget is measured first
+(:mod:`retain.retention.bytes`); a protected entry is trimmed on its own after
+reading its groups.
 
 One beat is one :meth:`~RetentionDriver.sweep`:
 
@@ -83,6 +88,7 @@ from retain.clock import utc_now
 from retain.errors import InvalidPolicy, RetainError, ServerUnavailable
 from retain.ids import StreamId
 from retain.retention.bytes import Measured, measure_commands, read_sizes
+from retain.retention.groups import GroupTrim, PendingCounter, Seen, groups_or_none, trim_protected
 from retain.retention.limits import Size, candidates
 from retain.retention.policy import (
     UNLIMITED,
@@ -148,6 +154,9 @@ class SweepReport:
     fold_failures: Mapping[str, RetainError] = field(default_factory=_empty)
     #: the archive's maintenance, on the beats it was due (compaction, expiry, checkpoint, log cleanup, vacuum)
     maintenance: MaintenanceReport | None = None
+    #: (stream key, group) -> what this beat's trim took that the group had not consumed (non-zero ones only;
+    #: see :mod:`retain.retention.groups`)
+    unconsumed: Mapping[tuple[str, str], GroupTrim] = field(default_factory=_empty)
 
     @property
     def folded(self) -> int:
@@ -193,13 +202,24 @@ class _ArchivedBeat:
     maintenance: MaintenanceReport | None = None
 
 
+@dataclass
+class _PlainBeat:
+    """What a beat's plain and protected streams came to, before the report is made."""
+
+    removed_by: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, RetainError] = field(default_factory=dict)
+    lengths: dict[str, int] = field(default_factory=dict)
+    #: stream key -> its groups, read before the trim, and what the trim removed (streams with groups only)
+    seen: dict[str, Seen] = field(default_factory=dict)
+
+
 class _Driver:
     """What both twins share: the policy, the clock, the decision, reading answers, the beat's bookkeeping."""
 
     def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None,
                  maintenance: MaintenanceSettings | None, fold_min_entries: int, tick: float,
                  clock: Callable[[], datetime], max_backoff: float, measure_lengths: bool,
-                 on_report: Callable[[SweepReport], None] | None) -> None:
+                 on_report: Callable[[SweepReport], None] | None, track_groups: bool = True) -> None:
         self.conn = conn
         self.policy = Policy.of(policy)
         self.archive = checked_archive(self.policy, archive)
@@ -213,6 +233,8 @@ class _Driver:
             raise InvalidPolicy(f"clock must be a callable returning an aware datetime (got {clock!r})")
         self.clock = clock
         self.measure_lengths = bool(measure_lengths)
+        self.track_groups = bool(track_groups)
+        self._pending = PendingCounter()
         self.on_report = on_report
         self._cadence = Cadence(self.tick, self.max_backoff)  # the runner's; replaced by it
 
@@ -233,20 +255,86 @@ class _Driver:
     def _plan(self, now: datetime, measured: Measured | None) -> tuple[TrimCall, ...]:
         return decide(self.policy, now, measured.sizes if measured is not None else None)
 
+    def _layout(self, calls: Sequence[TrimCall]) -> tuple[list[tuple[str, ...]], list[bool], str]:
+        """A beat's commands, per command whether it is the same every beat, and its role (one letter each).
+
+        Per stream, before its first trim when tracking groups: ``XINFO GROUPS``
+        (``g``) and ``XLEN`` (``b``, the length before). Then each trim (``t``),
+        followed by ``XLEN`` (``a``, the length after) when measuring lengths.
+        """
+        commands: list[tuple[str, ...]] = []
+        fixed: list[bool] = []
+        roles: list[str] = []
+        last = None
+        for call in calls:
+            if self.track_groups and call.key != last:
+                commands += [("XINFO", "GROUPS", call.key), ("XLEN", call.key)]
+                fixed += [True, True]
+                roles += ["g", "b"]
+            last = call.key
+            commands.append(call.command)
+            fixed.append(call.window is call.entry.window)
+            roles.append("t")
+            if self.measure_lengths:
+                commands.append(("XLEN", call.key))
+                fixed.append(True)
+                roles.append("a")
+        return commands, fixed, "".join(roles)
+
     def _commands(self, calls: Sequence[TrimCall]) -> list[tuple[str, ...]]:
-        if not self.measure_lengths:
-            return [call.command for call in calls]
-        return [command for call in calls for command in (call.command, ("XLEN", call.key))]
+        return self._layout(calls)[0]
 
-    @property
-    def _step(self) -> int:
-        """Commands a stream sends per beat: XTRIM, and XLEN when measuring."""
-        return 2 if self.measure_lengths else 1
+    def _read(self, calls: Sequence[TrimCall], answers: Sequence[Any] | BaseException) -> _PlainBeat:
+        """The plain trims' answers, in one pass: what each stream lost, its failure, its length, its groups."""
+        beat = _PlainBeat()
+        _, _, roles = self._layout(calls)
+        if isinstance(answers, BaseException):
+            answers = [answers] * len(roles)
+        groups: dict[str, Any] = {}
+        before: dict[str, int] = {}
+        index = 0
+        for call in calls:
+            key = call.key
+            if self.track_groups and key not in before and key not in groups:
+                groups[key], length = answers[index], answers[index + 1]
+                before[key] = -1 if isinstance(length, BaseException) else int(length)
+                index += 2
+            answer = answers[index]
+            index += 1
+            if isinstance(answer, BaseException):
+                beat.failures[key] = as_retain_error(answer, key)
+            elif key not in beat.failures:
+                beat.removed_by[key] = beat.removed_by.get(key, 0) + int(answer)
+            if self.measure_lengths:
+                if not isinstance(answers[index], BaseException):
+                    beat.lengths[key] = int(answers[index])
+                index += 1
+        for key in beat.failures:
+            beat.removed_by.pop(key, None)
+        for key, answer in groups.items():
+            try:
+                found = groups_or_none(answer)
+            except BaseException:  # the stream's trim reports its own error (WRONGTYPE, ...)
+                continue
+            if found and key in beat.removed_by and before[key] >= 0:
+                beat.seen[key] = Seen(found, before[key], beat.removed_by[key])
+        return beat
 
-    def _fixed(self, calls: Sequence[TrimCall]) -> list[bool]:
-        """Per command of :meth:`_commands`: True when it is the same every beat (not an age window)."""
-        fixed = [call.window is call.entry.window for call in calls]
-        return [flag for one in fixed for flag in (one, True)] if self.measure_lengths else fixed
+    def _protect(self, conn: Any, now: datetime, measured: Measured | None, beat: _PlainBeat) -> None:
+        """Trim each protected stream on its own, after reading its groups (blocking; see :mod:`retain.retention.groups`)."""
+        for entry in self.policy.protected:
+            key = entry.key
+            if measured is not None and key in measured.failures:
+                continue  # the measure's error is the stream's failure
+            size = measured.sizes.get(key) if measured is not None else None
+            try:
+                removed, seen = trim_protected(conn, entry, now, size)
+            except RetainError as error:
+                beat.failures[key] = error
+                continue
+            beat.removed_by[key] = removed
+            if seen.groups:
+                beat.seen[key] = seen
 
     def _fold_archived(self, conn: Any, now: datetime, measured: Measured | None = None) -> _ArchivedBeat:
         """Fold every archived stream at ``now`` in one commit, then trim each past its W; then maintain if due.
@@ -336,30 +424,16 @@ class _Driver:
         log.info("%s", report.summary())
         return report
 
-    def _report(self, now: datetime, calls: Sequence[TrimCall], answers: Sequence[Any] | BaseException,
-                elapsed: float, archived: _ArchivedBeat | None = None,
-                measured: Measured | None = None) -> SweepReport:
-        """Read each stream's answer on its own; a whole-pipeline error fails every stream.
+    def _report(self, now: datetime, plain: _PlainBeat, elapsed: float, archived: _ArchivedBeat | None = None,
+                measured: Measured | None = None,
+                unconsumed: Mapping[tuple[str, str], GroupTrim] | None = None) -> SweepReport:
+        """The beat's report: the plain and protected streams (``plain``), the archived ones, the measures' failures.
 
-        ``archived`` adds what the archived streams came to; ``measured`` the
-        failures of measuring byte budgets. A stream with two calls (several
-        limits) sums what both removed; either failing fails the stream.
+        A stream with two calls (several limits) sums what both removed; either
+        failing fails the stream. ``unconsumed``: what the trims took from groups.
         """
         archived = archived if archived is not None else _ArchivedBeat()
-        removed_by: dict[str, int] = {}
-        failures: dict[str, RetainError] = {}
-        lengths: dict[str, int] = {}
-        step = self._step
-        if isinstance(answers, BaseException):
-            answers = [answers] * (len(calls) * step)
-        for index, call in enumerate(calls):
-            answer = answers[index * step]
-            if isinstance(answer, BaseException):
-                failures[call.key] = as_retain_error(answer, call.key)
-                continue
-            removed_by[call.key] = removed_by.get(call.key, 0) + int(answer)
-            if self.measure_lengths and not isinstance(answers[index * step + 1], BaseException):
-                lengths[call.key] = int(answers[index * step + 1])
+        removed_by, failures, lengths = plain.removed_by, plain.failures, plain.lengths
         if measured is not None:
             failures.update(measured.failures)
             for entry in self.policy.measured:  # a budget with nothing to measure (no stream yet) trims nothing
@@ -376,7 +450,8 @@ class _Driver:
                              folded_by=MappingProxyType(archived.folded_by),
                              watermarks=MappingProxyType(archived.watermarks),
                              fold_failures=MappingProxyType(archived.fold_failures),
-                             maintenance=archived.maintenance)
+                             maintenance=archived.maintenance,
+                             unconsumed=MappingProxyType(dict(unconsumed or {})))
         _log_failures(report)
         return report
 
@@ -421,6 +496,9 @@ class RetentionDriver(_Driver):
         max_backoff: the longest wait between beats while the server is unreachable.
         measure_lengths: also read each stream's length after its trim (same round trip).
         on_report: called by the runners with each beat's :class:`SweepReport`.
+        track_groups: read each stream's consumer groups and length before its trim (same round
+            trip) to report what a trim takes that a group has not consumed (``SweepReport.unconsumed``);
+            False saves those two reads per stream.
 
     Raises:
         InvalidPolicy: a malformed policy, tick, backoff, clock or fold option; an
@@ -431,10 +509,10 @@ class RetentionDriver(_Driver):
                  maintenance: MaintenanceSettings | None = None, fold_min_entries: int = 1,
                  tick: float = DEFAULT_TICK, clock: Callable[[], datetime] = utc_now,
                  max_backoff: float = DEFAULT_MAX_BACKOFF, measure_lengths: bool = False,
-                 on_report: Callable[[SweepReport], None] | None = None) -> None:
+                 on_report: Callable[[SweepReport], None] | None = None, track_groups: bool = True) -> None:
         super().__init__(conn, policy, archive=archive, maintenance=maintenance, fold_min_entries=fold_min_entries,
                          tick=tick, clock=clock, max_backoff=max_backoff, measure_lengths=measure_lengths,
-                         on_report=on_report)
+                         on_report=on_report, track_groups=track_groups)
         self._runner = self._cadence = Beat(lambda: self._observed(self.sweep()), tick=self.tick,
                                             max_backoff=self.max_backoff, name="retention-driver")
         # The wire form of every command that is the same each beat, packed once for this client.
@@ -452,37 +530,45 @@ class RetentionDriver(_Driver):
         """
         now = self.clock()
         started = time.monotonic()
-        measured = self._measure() if self.policy.measured else None
+        measured = read_sizes(self.policy.measured, self._pipeline(measure_commands(self.policy.measured))) \
+            if self.policy.measured else None
         calls = self._plan(now, measured)
-        answers = self._send(calls) if calls else []
+        plain = self._read(calls, self._send(calls) if calls else [])
+        self._protect(self.conn, now, measured, plain)
+        unconsumed = self._unconsumed(plain.seen) if plain.seen else None
         archived = self._fold_archived(self.conn, now, measured)
-        return self._report(now, calls, answers, time.monotonic() - started, archived, measured)
+        return self._report(now, plain, time.monotonic() - started, archived, measured, unconsumed)
 
-    def _measure(self) -> Measured:
-        """The sizes of the streams with a byte budget, in one round trip (see :mod:`retain.retention.bytes`)."""
-        entries = self.policy.measured
-        commands = measure_commands(entries)
+    def _unconsumed(self, seen: Mapping[str, Seen]) -> dict[tuple[str, str], GroupTrim]:
+        """What the trims took from each group; up to two more round trips when a group with pending entries lost some."""
+        first = self._pending.first_step(seen)
+        answers = self._pipeline(first) if first else []
+        second = self._pending.second_step(seen, answers if isinstance(answers, list) else [])
+        more = self._pipeline(second) if second else []
+        return self._pending.finish(seen, second, more if isinstance(more, list) else [])
+
+    def _pipeline(self, commands: Sequence[tuple[str, ...]]) -> list[Any] | BaseException:
+        """``commands`` in one round trip (packed afresh): each answer, or the error that failed them all."""
         try:
             if isinstance(self.conn, redis.Redis):
                 def pack(connection: Any) -> bytes:
                     return b"".join(b"".join(connection.pack_command(*command)) for command in commands)
-                answers: list[Any] | BaseException = _send_direct(self.conn, len(commands), pack)
-            else:
-                answers = _send_pipeline(self.conn, commands)
+                return _send_direct(self.conn, len(commands), pack)
+            return _send_pipeline(self.conn, commands)
         except REDIS_ERRORS as exc:
-            answers = exc
-        return read_sizes(entries, answers)
+            return exc
 
     def _send(self, calls: Sequence[TrimCall]) -> list[Any] | BaseException:
         """The plain trims in one pipeline: each command's answer, or the error that failed them all."""
         try:
             if isinstance(self.conn, redis.Redis):
-                return _send_direct(self.conn, len(calls) * self._step, self._packer(calls))
+                commands, fixed, _ = self._layout(calls)
+                return _send_direct(self.conn, len(commands), self._packer(commands, fixed))
             return _send_pipeline(self.conn, self._commands(calls))
         except REDIS_ERRORS as exc:
             return exc
 
-    def _packer(self, calls: Sequence[TrimCall]) -> Callable[[Any], bytes]:
+    def _packer(self, commands: Sequence[tuple[str, ...]], fixed: Sequence[bool]) -> Callable[[Any], bytes]:
         """Packs a beat's commands on a connection, reusing the bytes of those that never change.
 
         Packing is most of a beat's client time, and a length or fixed-instant
@@ -491,7 +577,7 @@ class RetentionDriver(_Driver):
         """
         if self._packed_for is not self.conn:
             self._packed, self._packed_for = {}, self.conn
-        cache, commands, fixed = self._packed, self._commands(calls), self._fixed(calls)
+        cache = self._packed
 
         def pack(connection: Any) -> bytes:
             parts = []
@@ -536,11 +622,16 @@ def _send_pipeline(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
     pipe = conn.pipeline(transaction=False)
     try:
         for command in commands:
-            pipe.execute_command(*command)
+            pipe.execute_command(*command, **_options(command))
         answers: list[Any] = pipe.execute(raise_on_error=False)
         return answers
     finally:
         pipe.reset()
+
+
+def _options(command: tuple[str, ...]) -> dict[str, Any]:
+    """What redis-py's pipeline needs to parse an answer: the range form of XPENDING is told apart by an option."""
+    return {"parse_detail": True} if command[0] == "XPENDING" and len(command) > 3 else {}
 
 
 def _send_direct(conn: redis.Redis, count: int, pack: Callable[[Any], bytes]) -> list[Any]:
@@ -591,14 +682,14 @@ class AsyncRetentionDriver(_Driver):
                  maintenance: MaintenanceSettings | None = None, fold_conn: Any = None, fold_min_entries: int = 1,
                  tick: float = DEFAULT_TICK, clock: Callable[[], datetime] = utc_now,
                  max_backoff: float = DEFAULT_MAX_BACKOFF, measure_lengths: bool = False,
-                 on_report: Callable[[SweepReport], None] | None = None) -> None:
+                 on_report: Callable[[SweepReport], None] | None = None, track_groups: bool = True) -> None:
         super().__init__(conn, policy, archive=archive, maintenance=maintenance, fold_min_entries=fold_min_entries,
                          tick=tick, clock=clock, max_backoff=max_backoff, measure_lengths=measure_lengths,
-                         on_report=on_report)
-        if self.policy.archived and fold_conn is None:
-            raise InvalidPolicy("an AsyncRetentionDriver folds archived streams on a worker thread with a "
-                                "synchronous client: pass fold_conn=redis.Redis(...) (or a RedisCluster) "
-                                "for the same server")
+                         on_report=on_report, track_groups=track_groups)
+        if (self.policy.archived or self.policy.protected) and fold_conn is None:
+            raise InvalidPolicy("an AsyncRetentionDriver folds archived streams and trims protected ones on a worker "
+                                "thread with a synchronous client: pass fold_conn=redis.Redis(...) (or a "
+                                "RedisCluster) for the same server")
         self.fold_conn = fold_conn
         self._runner = self._cadence = AsyncBeat(self._observed_sweep, tick=self.tick,
                                                  max_backoff=self.max_backoff, name="retention-driver")
@@ -615,10 +706,21 @@ class AsyncRetentionDriver(_Driver):
         if self.policy.measured:
             measured = read_sizes(self.policy.measured, await self._pipeline(measure_commands(self.policy.measured)))
         calls = self._plan(now, measured)
-        answers = await self._send(calls) if calls else []
+        plain = self._read(calls, await self._send(calls) if calls else [])
+        if self.policy.protected:
+            await asyncio.to_thread(self._protect, self.fold_conn, now, measured, plain)
+        unconsumed = await self._unconsumed(plain.seen) if plain.seen else None
         archived = (await asyncio.to_thread(self._fold_archived, self.fold_conn, now, measured)
                     if self.policy.archived else None)
-        return self._report(now, calls, answers, time.monotonic() - started, archived, measured)
+        return self._report(now, plain, time.monotonic() - started, archived, measured, unconsumed)
+
+    async def _unconsumed(self, seen: Mapping[str, Seen]) -> dict[tuple[str, str], GroupTrim]:
+        """What the trims took from each group (see the sync twin)."""
+        first = self._pending.first_step(seen)
+        answers = await self._pipeline(first) if first else []
+        second = self._pending.second_step(seen, answers if isinstance(answers, list) else [])
+        more = await self._pipeline(second) if second else []
+        return self._pending.finish(seen, second, more if isinstance(more, list) else [])
 
     async def _send(self, calls: Sequence[TrimCall]) -> list[Any] | BaseException:
         """The plain trims in one pipeline: each command's answer, or the error that failed them all."""
@@ -629,7 +731,7 @@ class AsyncRetentionDriver(_Driver):
         pipe = self.conn.pipeline(transaction=False)
         try:
             for command in commands:
-                pipe.execute_command(*command)
+                pipe.execute_command(*command, **_options(command))
             answers: list[Any] = await pipe.execute(raise_on_error=False)
             return answers
         except REDIS_ERRORS as exc:

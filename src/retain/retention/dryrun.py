@@ -35,6 +35,7 @@ from retain._redis import translate_errors
 from retain.errors import RetainError
 from retain.ids import StreamId
 from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, checked_archive, decide
+from retain.retention.groups import GroupTrim, first_kept, plan_protected, taken_from_groups
 from retain.retention.limits import Size, candidates, limits_of
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, MinStreamId
 
@@ -79,6 +80,10 @@ class StreamPreview:
     cut_by: str | None = None
     #: for several limits or a byte budget: limit name -> entries outside that limit alone
     outside_by: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    #: group -> what the trim now would take that the group has not been delivered or acknowledged
+    groups: Mapping[str, GroupTrim] = field(default_factory=lambda: MappingProxyType({}))
+    #: True for an entry with ``protect``: the figures are those of the trim capped by its groups
+    protected: bool = False
 
     @property
     def keeps(self) -> int:
@@ -103,6 +108,11 @@ class StreamPreview:
         if self.outside_by:
             alone = ", ".join(f"{name} {count}" for name, count in self.outside_by.items())
             line += f"; cut by {self.cut_by or 'none'} (outside each limit alone: {alone})"
+        if self.protected:
+            line += "; protected for its groups within max_lag"
+        for name, taken in self.groups.items():
+            undelivered = "unknown" if taken.undelivered is None else taken.undelivered
+            line += f"; group {name}: {taken.pending} pending, {undelivered} undelivered"
         return line
 
 
@@ -147,7 +157,9 @@ def preview(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: datetime,
     node_entries = _node_entries(conn) if any(_approx(entry.window) for entry in policy.entries) else None
     rows = {call.key: _one(conn, call, node_entries) for call in calls if _single(call.entry)}
     for entry in policy.entries:
-        if not _single(entry) and not entry.archive:
+        if entry.protect is not None:
+            rows[entry.key] = _one_protected(conn, entry, now, node_entries)
+        elif not _single(entry) and not entry.archive:
             rows[entry.key] = _one_limits(conn, entry, now, node_entries)
     for entry in policy.archived:
         assert archive is not None  # checked_archive refuses archived entries without one
@@ -198,11 +210,32 @@ def _one_limits(conn: Any, entry: StreamPolicy, now: datetime, node_entries: int
             return replace(row, cut_by=cut_by, outside_by=MappingProxyType(outside_by))
         outside = outside_by[strictest.limit]
         at_least = max(approx_removes_at_least(cut.window, outside_by[cut.limit], node_entries) for cut in found)
+        groups = taken_from_groups(conn, entry.key, length, outside,
+                                   first_kept(conn, entry.key, strictest.window, length))
         return StreamPreview(entry.key, strictest.window, length, outside, at_least, node_entries, cut_by=cut_by,
-                             outside_by=MappingProxyType(outside_by))
+                             outside_by=MappingProxyType(outside_by), groups=MappingProxyType(groups))
 
     return _read(entry.key, figures,
                  lambda error: StreamPreview(entry.key, entry.window, error=error, archived=entry.archive))
+
+
+def _one_protected(conn: Any, entry: StreamPolicy, now: datetime, node_entries: int | None) -> StreamPreview:
+    """A protected stream: the trim its limits, its groups and max_lag come to now."""
+    def figures() -> StreamPreview:
+        budget = entry.budget
+        size = None
+        if budget is not None:
+            usage = conn.execute_command(*budget.measure_command(entry.key))
+            size = Size(None if usage is None else int(usage), int(conn.xlen(entry.key)))
+        plan = plan_protected(conn, entry, now, size)
+        outside = 0 if plan.floor is None else _count(conn, entry.key, "-", f"({plan.floor}")
+        at_least = outside if not plan.approx else (
+            max(0, outside - node_entries) if node_entries else 0)
+        groups = taken_from_groups(conn, entry.key, plan.length, outside, plan.floor)
+        return StreamPreview(entry.key, entry.window, plan.length, outside, at_least, node_entries,
+                             groups=MappingProxyType(groups), protected=True)
+
+    return _read(entry.key, figures, lambda error: StreamPreview(entry.key, entry.window, error=error, protected=True))
 
 
 def _outside(conn: Any, key: str, window: MaxLen | MinId, length: int) -> int:
@@ -220,7 +253,9 @@ def _one(conn: Any, call: TrimCall, node_entries: int | None) -> StreamPreview:
         else:
             outside = _count(conn, call.key, "-", f"({call.window.floor}")
         at_least = approx_removes_at_least(call.window, outside, node_entries)
-        return StreamPreview(call.key, call.window, length, outside, at_least, node_entries)
+        groups = taken_from_groups(conn, call.key, length, outside, first_kept(conn, call.key, call.window, length))
+        return StreamPreview(call.key, call.window, length, outside, at_least, node_entries,
+                             groups=MappingProxyType(groups))
 
     return _read(call.key, figures, lambda error: StreamPreview(call.key, call.window, error=error))
 

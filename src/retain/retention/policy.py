@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from retain.errors import InvalidPolicy
 from retain.streams.keys import RawKey, Stream, StreamRef
 from retain.streams.trim import xtrim_command
+from retain.retention.groups import Protect
 from retain.retention.limits import Size, byte_limit, cuts
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, Window, require_aware
 
@@ -62,6 +63,8 @@ class StreamPolicy:
     #: combines several, the strictest wins
     window: MaxLen | MinId | MaxAge | MaxBytes | Limits
     archive: bool = False
+    #: cap the trim at what the stream's consumer groups still need, within ``max_lag`` (see :mod:`retain.retention.groups`)
+    protect: Protect | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.stream, (StreamRef, RawKey)):
@@ -71,6 +74,11 @@ class StreamPolicy:
                                 f"(got {self.window!r})")
         if not isinstance(self.archive, bool):
             raise InvalidPolicy(f"a policy entry's archive must be True or False (got {self.archive!r})")
+        if self.protect is not None and not isinstance(self.protect, Protect):
+            raise InvalidPolicy(f"a policy entry's protect must be a Protect or None (got {self.protect!r})")
+        if self.protect is not None and self.archive:
+            raise InvalidPolicy("protect applies to a stream without archive: an archived stream's group catches up "
+                                "from the archive instead (retain.archive.catch_up)")
 
     @property
     def key(self) -> str:
@@ -102,6 +110,8 @@ class Policy:
     archived: tuple[StreamPolicy, ...] = field(repr=False, compare=False)
     #: the entries with a byte budget, in policy order: a beat measures them first
     measured: tuple[StreamPolicy, ...] = field(repr=False, compare=False)
+    #: the entries with ``protect``, in policy order: a beat reads their groups, then trims each on its own
+    protected: tuple[StreamPolicy, ...] = field(repr=False, compare=False)
     # Each plain entry, with its call when that never changes (a length or fixed-instant
     # window): made once here, not every beat. None: an age window, resolved each beat.
     _plain: tuple[tuple[StreamPolicy, TrimCall | None], ...] = field(repr=False, compare=False)
@@ -123,7 +133,8 @@ class Policy:
         object.__setattr__(self, "archived", tuple(entry for entry in normalised if entry.archive))
         object.__setattr__(self, "measured", tuple(entry for entry in normalised if entry.budget is not None))
         plain = tuple((entry, _call(entry, entry.window) if isinstance(entry.window, (MaxLen, MinId)) else None)
-                      for entry in normalised if not entry.archive)
+                      for entry in normalised if not entry.archive and entry.protect is None)
+        object.__setattr__(self, "protected", tuple(entry for entry in normalised if entry.protect is not None))
         object.__setattr__(self, "_plain", plain)
 
     @classmethod
@@ -224,7 +235,9 @@ def decide(policy: Policy | Iterable[PolicyEntry], now: datetime,
     (:class:`~retain.windows.Limits`) gets up to two calls, the strictest length
     and the strictest time limit (:mod:`retain.retention.limits`).
     Archived entries get no call: a plain XTRIM could remove what is not yet
-    archived. A driver folds them first (:attr:`Policy.archived`).
+    archived. A driver folds them first (:attr:`Policy.archived`). Protected
+    entries get none either: their trim depends on their groups, read first
+    (:attr:`Policy.protected`, :mod:`retain.retention.groups`).
 
     Raises:
         InvalidWindow: ``now`` is not a timezone-aware datetime.

@@ -15,6 +15,13 @@
     archive = true                      # optional; fold what the window drops before trimming
 
     [[stream]]
+    queue = "codemojex"
+    name = "jobs"
+    maxlen = 10000
+    protect = "pending"                 # optional; or "undelivered": cap the trim at what groups need...
+    max_lag = "1h"                      # ...within this (a duration, or a count): required with protect
+
+    [[stream]]
     key = "legacy:feed"                 # a raw key instead of queue + name
     max_age = "7d"
 
@@ -49,6 +56,7 @@ from retain._fields import Where
 from retain.clock import parse_rfc3339
 from retain.errors import InvalidArchive, InvalidInput, InvalidPolicy
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
+from retain.retention.groups import PROTECT_MODES, Protect
 from retain.retention.policy import Policy, StreamPolicy
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
@@ -62,7 +70,7 @@ DEFAULT_TICK = 1.0
 URL_SCHEMES = ("redis", "rediss", "unix")
 TOP_FIELDS = ("url", "cluster", "tick", "prefix", "archive", "stream")
 STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "max_bytes", "bytes_samples",
-                 "approx", "archive", "archive_max_age")
+                 "approx", "archive", "archive_max_age", "protect", "max_lag")
 WINDOW_FIELDS = ("maxlen", "max_age", "min_id", "max_bytes")
 #: the options of an s3:// archive a policy file may give (retain.archive.Archive takes them as they are)
 S3_FIELDS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "allow_http")
@@ -288,7 +296,35 @@ def _stream_entry(table: dict[str, Any], prefix: str, where: Where) -> StreamPol
     _fields.refuse_unknown(table, STREAM_FIELDS, where)
     stream = _stream(table, prefix, where)
     window = _window(table, where)
-    return StreamPolicy(stream, window, _fields.boolean(table, "archive", where, default=False))
+    archive = _fields.boolean(table, "archive", where, default=False)
+    protect = _protect(table, where)
+    if protect is not None and archive:
+        raise InvalidPolicy(f"{where.field('protect')}: applies to a stream without archive = true: a group that "
+                            "fell behind an archived stream catches up from the archive (retain archive catch-up)")
+    return StreamPolicy(stream, window, archive, protect)
+
+
+def _protect(table: dict[str, Any], where: Where) -> Protect | None:
+    """``protect`` and its required ``max_lag`` (a duration string or a count)."""
+    if "protect" not in table:
+        if "max_lag" in table:
+            raise InvalidPolicy(f"{where.field('max_lag')}: applies with protect only: it is the most that "
+                                "protecting a lagging group may keep")
+        return None
+    mode = table["protect"]
+    if mode not in PROTECT_MODES:
+        raise InvalidPolicy(f"{where.field('protect')}: must be 'pending' or 'undelivered' (got {mode!r})")
+    if "max_lag" not in table:
+        raise InvalidPolicy(f"{where.field('max_lag')}: missing: protect needs max_lag, a duration such as '1h' or a "
+                            "count such as 100000, so that a dead group cannot keep the stream growing for ever")
+    lag = table["max_lag"]
+    if isinstance(lag, bool) or not isinstance(lag, (str, int)):
+        raise InvalidPolicy(f"{where.field('max_lag')}: must be a duration such as '1h' or a count such as 100000 "
+                            f"(got {lag!r})")
+    try:
+        return Protect(mode, lag)
+    except InvalidPolicy as exc:
+        raise InvalidPolicy(f"{where.field('max_lag')}: {exc}") from exc
 
 
 def _stream(table: dict[str, Any], prefix: str, where: Where) -> StreamRef | RawKey:
