@@ -52,7 +52,7 @@ def test_archive():
         "ArchiveCorrupt", "ArchiveError", "ArchiveNeedsMigration", "ArchiveObjectExists", "ArchiveObjectMissing",
         "ArchiveUnavailable", "ArchivedFile", "FoldProgress", "FoldResult", "FoldTrimOutcome", "FoldTrimPlan",
         "FoldTrimResult", "InvalidArchive", "InvalidStreamId", "MaintenanceReport", "MaintenanceSettings",
-        "MigrationReport", "StreamId", "StreamMaintenance", "StreamState", "UnarchivableEntry", "fold",
+        "MigrationReport", "StreamId", "StreamMaintenance", "StreamState", "UnarchivableEntry", "catch_up", "fold",
         "fold_boundary", "fold_then_trim", "fold_then_trim_all", "maintain", "migrate", "plan_compaction",
         "plan_expiry", "plan_fold_trim", "preview_maintenance", "query", "read", "read_arrow", "trim_past",
     ])
