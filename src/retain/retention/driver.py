@@ -74,7 +74,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +90,7 @@ from retain.ids import StreamId
 from retain.retention.bytes import Measured, measure_commands, read_sizes
 from retain.retention.groups import GroupTrim, PendingCounter, Seen, groups_or_none, trim_protected
 from retain.retention.limits import Size, candidates
+from retain.retention.patterns import ascan, expand, scan
 from retain.retention.policy import (
     UNLIMITED,
     Policy,
@@ -221,9 +222,13 @@ class _Driver:
                  clock: Callable[[], datetime], max_backoff: float, measure_lengths: bool,
                  on_report: Callable[[SweepReport], None] | None, track_groups: bool = True) -> None:
         self.conn = conn
-        self.policy = Policy.of(policy)
-        self.archive = checked_archive(self.policy, archive)
-        self.maintenance = checked_maintenance(self.policy, self.archive, maintenance)
+        #: the policy as declared, patterns included
+        self.declared = Policy.of(policy)
+        #: the policy a beat applies: the declared entries, and what the patterns matched at the last rescan
+        self.policy = Policy(self.declared.entries) if self.declared.patterns else self.declared
+        self._scanned_at: datetime | None = None
+        self.archive = checked_archive(self.declared, archive)
+        self.maintenance = checked_maintenance(self.declared, self.archive, maintenance)
         self._maintained_at: datetime | None = None
         options = Where("", InvalidPolicy)
         self.fold_min_entries = _fields.whole_number(fold_min_entries, "fold_min_entries", options, minimum=1)
@@ -251,6 +256,23 @@ class _Driver:
     def delay(self) -> float:
         """Seconds from one beat's start to the next, as the runner now waits: ``tick``, or longer in trouble."""
         return self._cadence.delay
+
+    def _rescan_due(self, now: datetime) -> bool:
+        """True when the patterns' streams are to be found again: at the first beat, then every ``rescan``."""
+        patterns = self.declared.patterns
+        if not patterns:
+            return False
+        every = min(pattern.rescan for pattern in patterns)
+        return self._scanned_at is None or not timedelta(0) <= now - self._scanned_at < every
+
+    def _rescanned(self, now: datetime, found: Mapping[str, Sequence[str]] | RetainError) -> None:
+        """Apply a rescan: the policy of the explicit entries and what each pattern matched (a failed scan keeps
+        the last one, and is tried again at the next rescan)."""
+        self._scanned_at = now
+        if isinstance(found, RetainError):
+            log.warning("scanning for the patterns' streams failed; the last streams found are kept: %s", found)
+            return
+        self.policy = Policy(expand(self.declared.entries, self.declared.patterns, found))
 
     def _plan(self, now: datetime, measured: Measured | None) -> tuple[TrimCall, ...]:
         return decide(self.policy, now, measured.sizes if measured is not None else None)
@@ -530,6 +552,8 @@ class RetentionDriver(_Driver):
         """
         now = self.clock()
         started = time.monotonic()
+        if self._rescan_due(now):
+            self._rescanned(now, self._scan())
         measured = read_sizes(self.policy.measured, self._pipeline(measure_commands(self.policy.measured))) \
             if self.policy.measured else None
         calls = self._plan(now, measured)
@@ -538,6 +562,13 @@ class RetentionDriver(_Driver):
         unconsumed = self._unconsumed(plain.seen) if plain.seen else None
         archived = self._fold_archived(self.conn, now, measured)
         return self._report(now, plain, time.monotonic() - started, archived, measured, unconsumed)
+
+    def _scan(self) -> dict[str, list[str]] | RetainError:
+        """The keys each pattern matches now, or the error scanning met."""
+        try:
+            return {pattern.pattern: scan(self.conn, pattern) for pattern in self.declared.patterns}
+        except RetainError as error:
+            return error
 
     def _unconsumed(self, seen: Mapping[str, Seen]) -> dict[tuple[str, str], GroupTrim]:
         """What the trims took from each group; up to two more round trips when a group with pending entries lost some."""
@@ -686,7 +717,8 @@ class AsyncRetentionDriver(_Driver):
         super().__init__(conn, policy, archive=archive, maintenance=maintenance, fold_min_entries=fold_min_entries,
                          tick=tick, clock=clock, max_backoff=max_backoff, measure_lengths=measure_lengths,
                          on_report=on_report, track_groups=track_groups)
-        if (self.policy.archived or self.policy.protected) and fold_conn is None:
+        needs_thread = any(pattern.archive or pattern.protect for pattern in self.declared.patterns)
+        if (self.policy.archived or self.policy.protected or needs_thread) and fold_conn is None:
             raise InvalidPolicy("an AsyncRetentionDriver folds archived streams and trims protected ones on a worker "
                                 "thread with a synchronous client: pass fold_conn=redis.Redis(...) (or a "
                                 "RedisCluster) for the same server")
@@ -702,6 +734,13 @@ class AsyncRetentionDriver(_Driver):
         """
         now = self.clock()
         started = time.monotonic()
+        if self._rescan_due(now):
+            try:
+                found: dict[str, list[str]] | RetainError = {
+                    pattern.pattern: await ascan(self.conn, pattern) for pattern in self.declared.patterns}
+            except RetainError as error:
+                found = error
+            self._rescanned(now, found)
         measured = None
         if self.policy.measured:
             measured = read_sizes(self.policy.measured, await self._pipeline(measure_commands(self.policy.measured)))

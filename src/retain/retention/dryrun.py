@@ -37,7 +37,8 @@ from retain.ids import StreamId
 from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, checked_archive, decide
 from retain.retention.groups import GroupTrim, first_kept, plan_protected, taken_from_groups
 from retain.retention.limits import Size, candidates, limits_of
-from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, MinStreamId
+from retain.retention.patterns import expand, scan
+from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, MinStreamId, require_aware
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, deltalake) is loaded by a preview of an archived entry.
@@ -84,6 +85,8 @@ class StreamPreview:
     groups: Mapping[str, GroupTrim] = field(default_factory=lambda: MappingProxyType({}))
     #: True for an entry with ``protect``: the figures are those of the trim capped by its groups
     protected: bool = False
+    #: the pattern whose entry this stream got (None: an explicit entry)
+    pattern: str | None = None
 
     @property
     def keeps(self) -> int:
@@ -95,6 +98,8 @@ class StreamPreview:
         head = f"{self.key}  {self.window.describe()}"
         if self.archived:
             head += f"  archived, W {self.watermark or 'none'}"
+        if self.pattern is not None:
+            head += f"  (pattern {self.pattern})"
         if self.error is not None:
             return f"{head}  error: {self.error}"
         if self.at_least == self.outside:
@@ -145,13 +150,32 @@ def preview(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: datetime,
     either side of it; ``fold_min_entries`` is the driver's; with
     ``maintenance``, what the archive's maintenance would expire and compact
     in the stream now. A stream whose reads fail carries the error; the others
-    are still previewed. Rows come in policy order.
+    are still previewed. Rows come in policy order. A pattern's streams are
+    found with the same scan a driver makes (``SCAN … MATCH … TYPE stream``) and
+    previewed after the explicit entries, each row naming its pattern.
 
     Raises:
         InvalidPolicy, InvalidWindow: a malformed policy or a naive ``now``, or an
             archived entry with no ``archive``; before any I/O.
     """
     policy = Policy.of(policy)
+    require_aware(now, "now")
+    archive = checked_archive(policy, archive)
+    origin: dict[str, str] = {}  # a key a pattern supplied -> the pattern
+    if policy.patterns:
+        found = {pattern.pattern: scan(conn, pattern) for pattern in policy.patterns}
+        explicit = {entry.key for entry in policy.entries}
+        for pattern in policy.patterns:
+            for key in found[pattern.pattern]:
+                if key not in explicit:
+                    origin.setdefault(key, pattern.pattern)
+        policy = Policy(expand(policy.entries, policy.patterns, found))
+    rows = _rows(conn, policy, now, archive, fold_min_entries, maintenance)
+    return tuple(replace(row, pattern=origin[row.key]) if row.key in origin else row for row in rows)
+
+
+def _rows(conn: Any, policy: Policy, now: datetime, archive: Archive | None, fold_min_entries: int,
+          maintenance: MaintenanceSettings | None) -> tuple[StreamPreview, ...]:
     calls = decide(policy, now)  # checks now; a budget cuts nothing without sizes, so these are the single windows
     archive = checked_archive(policy, archive)
     node_entries = _node_entries(conn) if any(_approx(entry.window) for entry in policy.entries) else None

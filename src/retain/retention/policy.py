@@ -30,6 +30,7 @@ from retain.streams.keys import RawKey, Stream, StreamRef
 from retain.streams.trim import xtrim_command
 from retain.retention.groups import Protect
 from retain.retention.limits import Size, byte_limit, cuts
+from retain.retention.patterns import StreamPattern
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, Window, require_aware
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class StreamPolicy:
         return byte_limit(self.window)
 
 
-PolicyEntry = StreamPolicy | tuple[Stream, Window]
+PolicyEntry = StreamPolicy | StreamPattern | tuple[Stream, Window]
 
 
 @dataclass(frozen=True, init=False)
@@ -112,6 +113,8 @@ class Policy:
     measured: tuple[StreamPolicy, ...] = field(repr=False, compare=False)
     #: the entries with ``protect``, in policy order: a beat reads their groups, then trims each on its own
     protected: tuple[StreamPolicy, ...] = field(repr=False, compare=False)
+    #: the patterns, in policy order: a driver scans for their streams (:mod:`retain.retention.patterns`)
+    patterns: tuple[StreamPattern, ...] = field(compare=True)
     # Each plain entry, with its call when that never changes (a length or fixed-instant
     # window): made once here, not every beat. None: an age window, resolved each beat.
     _plain: tuple[tuple[StreamPolicy, TrimCall | None], ...] = field(repr=False, compare=False)
@@ -121,8 +124,15 @@ class Policy:
             raise InvalidPolicy("a policy is a list of (stream, window) pairs or StreamPolicy entries "
                                 f"(got {entries!r})")
         normalised: list[StreamPolicy] = []
+        patterns: list[StreamPattern] = []
         seen: dict[str, int] = {}
         for number, entry in enumerate(entries, start=1):
+            if isinstance(entry, StreamPattern):
+                if any(other.pattern == entry.pattern for other in patterns):
+                    raise InvalidPolicy(f"policy entry #{number} repeats pattern {entry.pattern!r}: "
+                                        "one window per pattern")
+                patterns.append(entry)
+                continue
             item = _entry(entry, number)
             if item.key in seen:
                 raise InvalidPolicy(f"policy entry #{number} repeats stream {item.key!r} of entry #{seen[item.key]}: "
@@ -130,6 +140,7 @@ class Policy:
             seen[item.key] = number
             normalised.append(item)
         object.__setattr__(self, "entries", tuple(normalised))
+        object.__setattr__(self, "patterns", tuple(patterns))
         object.__setattr__(self, "archived", tuple(entry for entry in normalised if entry.archive))
         object.__setattr__(self, "measured", tuple(entry for entry in normalised if entry.budget is not None))
         plain = tuple((entry, _call(entry, entry.window) if isinstance(entry.window, (MaxLen, MinId)) else None)
@@ -160,6 +171,10 @@ def checked_archive(policy: Policy, archive: Any) -> Archive | None:
             ``archive`` is not a :class:`retain.archive.Archive`.
     """
     if archive is None:
+        archived_pattern = next((pattern for pattern in policy.patterns if pattern.archive), None)
+        if archived_pattern is not None:
+            raise InvalidPolicy(f"pattern {archived_pattern.pattern!r} has archive=True, but no archive was given "
+                                "to fold into: pass archive=Archive('file:///var/lib/retain')")
         if policy.archived:
             entry = policy.archived[0]
             number = policy.entries.index(entry) + 1
@@ -181,7 +196,7 @@ def checked_maintenance(policy: Policy, archive: Archive | None, maintenance: An
     Raises:
         InvalidPolicy: ``maintenance`` is not a :class:`retain.archive.MaintenanceSettings`.
     """
-    if archive is None or not policy.archived:
+    if archive is None or not (policy.archived or any(pattern.archive for pattern in policy.patterns)):
         return None
     # Lazy for start-up cost only: a caller who passed an archive has loaded it already.
     from retain.archive import MaintenanceSettings

@@ -25,6 +25,11 @@
     key = "legacy:feed"                 # a raw key instead of queue + name
     max_age = "7d"
 
+    [[stream]]
+    pattern = "emq:{*}:stream:*"        # every stream whose key matches (SCAN MATCH ... TYPE stream);
+    maxlen = 100000                     #   an explicit entry for a stream overrides the pattern
+    rescan = "1m"                       # optional; how often to look for new streams
+
 The ``[archive]`` table form takes ``url`` and, for ``s3://``, ``endpoint``,
 ``region``, ``access_key_id``, ``secret_access_key``, ``session_token`` and
 ``allow_http``; ``min_entries`` (the driver's ``fold_min_entries``); and the
@@ -57,6 +62,7 @@ from retain.clock import parse_rfc3339
 from retain.errors import InvalidArchive, InvalidInput, InvalidPolicy
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
 from retain.retention.groups import PROTECT_MODES, Protect
+from retain.retention.patterns import DEFAULT_RESCAN, StreamPattern
 from retain.retention.policy import Policy, StreamPolicy
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
@@ -72,6 +78,8 @@ TOP_FIELDS = ("url", "cluster", "tick", "prefix", "archive", "stream")
 STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "max_bytes", "bytes_samples",
                  "approx", "archive", "archive_max_age", "protect", "max_lag")
 WINDOW_FIELDS = ("maxlen", "max_age", "min_id", "max_bytes")
+#: a pattern entry: a key glob instead of a stream, and how often to look for its streams again
+PATTERN_FIELDS = ("pattern", "rescan", *WINDOW_FIELDS, "bytes_samples", "approx", "archive", "protect", "max_lag")
 #: the options of an s3:// archive a policy file may give (retain.archive.Archive takes them as they are)
 S3_FIELDS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "allow_http")
 #: the archive's maintenance (retain.archive.MaintenanceSettings takes them)
@@ -193,10 +201,25 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
                             "(queue and name, or key; and maxlen, max_age, min_id or max_bytes)")
     archive = _archive(document, where)
     entries: list[StreamPolicy] = []
+    patterns: list[StreamPattern] = []
     seen: dict[str, int] = {}
     ages: dict[str, timedelta] = {}
     for number, table in enumerate(tables, start=1):
         here = where.entry("stream", number, _label(table))
+        if "pattern" in table:
+            pattern = _pattern_entry(table, here)
+            if pattern.pattern in seen:
+                raise InvalidPolicy(f"{here}: repeats the pattern of [[stream]] #{seen[pattern.pattern]}: "
+                                    "one window per pattern")
+            if pattern.archive and archive is None:
+                raise InvalidPolicy(f"{here.field('archive')}: true needs an archive to fold into: "
+                                    'add archive = "file:///var/lib/retain" at the top of the file')
+            seen[pattern.pattern] = number
+            patterns.append(pattern)
+            continue
+        if "rescan" in table:
+            raise InvalidPolicy(f"{here.field('rescan')}: applies to a pattern entry only: it is how often the "
+                                "streams matching it are looked for again")
         entry = _stream_entry(table, prefix, here)
         if "archive_max_age" in table:
             if not entry.archive:
@@ -210,13 +233,14 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
                                 'add archive = "file:///var/lib/retain" (or an [archive] table) at the top of the file')
         seen[entry.key] = number
         entries.append(entry)
-    if archive is not None and not any(entry.archive for entry in entries):
+    if archive is not None and not any(entry.archive for entry in entries) and \
+            not any(pattern.archive for pattern in patterns):
         raise InvalidPolicy(f"{where.field('archive')}: no [[stream]] sets archive = true, so nothing would be "
                             "folded: set archive = true on each stream that must fold before its trim, "
                             "or remove the archive")
     if archive is not None and ages:
         archive = replace(archive, max_age_by=MappingProxyType(ages))
-    return PolicyFile(source=source, policy=Policy(entries), tick=_tick(document, where),
+    return PolicyFile(source=source, policy=Policy([*entries, *patterns]), tick=_tick(document, where),
                       url=_url(document, where), cluster=_fields.boolean(document, "cluster", where, default=False),
                       archive=archive)
 
@@ -225,6 +249,8 @@ def _label(table: dict[str, Any]) -> str:
     """How messages name a [[stream]] table: by its key, else its queue and name."""
     if "key" in table:
         return f"key {table['key']!r}"
+    if "pattern" in table:
+        return f"pattern {table['pattern']!r}"
     return ", ".join(f"{name} {table[name]!r}" for name in ("queue", "name") if name in table) or "unnamed"
 
 
@@ -302,6 +328,25 @@ def _stream_entry(table: dict[str, Any], prefix: str, where: Where) -> StreamPol
         raise InvalidPolicy(f"{where.field('protect')}: applies to a stream without archive = true: a group that "
                             "fell behind an archived stream catches up from the archive (retain archive catch-up)")
     return StreamPolicy(stream, window, archive, protect)
+
+
+def _pattern_entry(table: dict[str, Any], where: Where) -> StreamPattern:
+    """A ``[[stream]]`` with ``pattern``: the limits and options of a stream entry, for every matching key."""
+    _fields.refuse_unknown(table, PATTERN_FIELDS, where)
+    pattern = table["pattern"]
+    if not isinstance(pattern, str):
+        raise InvalidPolicy(f"{where.field('pattern')}: must be a key glob such as 'emq:{{*}}:stream:*' "
+                            f"(got {pattern!r})")
+    window = _window(table, where)
+    archive = _fields.boolean(table, "archive", where, default=False)
+    protect = _protect(table, where)
+    if protect is not None and archive:
+        raise InvalidPolicy(f"{where.field('protect')}: applies to a stream without archive = true")
+    rescan = _fields.duration(table["rescan"], "rescan", where) if "rescan" in table else DEFAULT_RESCAN
+    try:
+        return StreamPattern(pattern, window, archive, protect, rescan)
+    except InvalidPolicy as exc:
+        raise InvalidPolicy(f"{where.field('pattern')}: {exc}") from exc
 
 
 def _protect(table: dict[str, Any], where: Where) -> Protect | None:
