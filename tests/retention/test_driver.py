@@ -35,7 +35,7 @@ from retain.retention import AsyncRetentionDriver, RetentionDriver, SweepReport,
 from retain.servers import RedisServer, free_port
 from retain.streams import RawKey, StreamRef, trim
 from retain.windows import MaxAge, MaxLen, MinId
-from tests.helpers.retention import Reports
+from tests.helpers.retention import Reports, lag_known
 from tests.helpers.streams import BASE_MS, append, at_node_boundary, fill, remaining
 from tests.helpers.waiting import wait_for
 
@@ -205,7 +205,8 @@ class TestSweep:
         first = driver.sweep()
         assert first.removed == 200 and driver.sweep().removed == 0
         (taken,) = first.unconsumed.values()
-        assert list(first.unconsumed) == [(ref.key, "workers")] and (taken.pending, taken.undelivered) == (120, 80)
+        assert list(first.unconsumed) == [(ref.key, "workers")]
+        assert (taken.pending, taken.undelivered) == (120, 80 if lag_known(redis_conn) else None)
         # Redis 7 names subcommands (cmdstat_config|resetstat), Redis 6 does not: compare commands.
         issued = {name.split("|")[0] for name in redis_conn.info("commandstats") if name != "cmdstat_info"}
         assert issued == {"cmdstat_xtrim", "cmdstat_xlen", "cmdstat_config", "cmdstat_xinfo", "cmdstat_xrange",

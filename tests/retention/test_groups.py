@@ -22,7 +22,7 @@ from retain.retention import AsyncRetentionDriver, DriverMetrics, RetentionDrive
 from retain.retention.groups import GroupState, Protect, protected_floor, undelivered_trimmed
 from retain.streams import RawKey
 from retain.windows import MaxAge, MaxLen
-from tests.helpers.retention import samples
+from tests.helpers.retention import lag_known, samples
 from tests.helpers.streams import BASE_MS
 
 UTC = timezone.utc
@@ -113,7 +113,8 @@ class TestProtectLive:
         ids += _fill(redis_conn, key, 40, start=31)  # 65 live, the group still at 5: max_lag 50 wins
         report = driver.sweep()
         assert _ids(redis_conn, key) == ids[-50:]
-        assert report.unconsumed[(key, "g")].undelivered == 15
+        if lag_known(redis_conn):  # Redis 6.2 gives no lag: undelivered is not counted there
+            assert report.unconsumed[(key, "g")].undelivered == 15
 
     @settings(max_examples=20)
     @given(maxlen=st.integers(0, 40), max_lag=st.integers(1, 60), rounds=st.lists(
@@ -190,13 +191,15 @@ class TestReported:
         redis_conn.xgroup_create(key, "done", id="$")
         entry = StreamPolicy(RawKey(key), MaxLen(20, approx=False))
         (row,) = preview(redis_conn, [entry], now=NOW)
+        lag = lag_known(redis_conn)
         assert {name: (taken.pending, taken.undelivered) for name, taken in row.groups.items()} == \
-            {"slow": (10, 20), "done": (0, 0)}
-        assert "group slow: 10 pending, 20 undelivered" in row.describe()
+            {"slow": (10, 20 if lag else None), "done": (0, 0 if lag else None)}
+        assert f"group slow: 10 pending, {20 if lag else 'unknown'} undelivered" in row.describe()
         metrics = DriverMetrics()
         metrics.observe(RetentionDriver(redis_conn, [entry], clock=lambda: NOW).sweep())
         found = samples(metrics.exposition())
-        assert found[("retain_stream_unconsumed_trimmed_total", (("group", "slow"), ("stream", key)))] == 30
+        assert found[("retain_stream_unconsumed_trimmed_total", (("group", "slow"), ("stream", key)))] == \
+            (30 if lag else 10)
         assert ("retain_stream_unconsumed_trimmed_total", (("group", "done"), ("stream", key))) not in found
 
     def test_pending_counted_once(self, redis_conn):
@@ -209,4 +212,5 @@ class TestReported:
         assert driver.sweep().unconsumed[(key, "g")].pending == 10
         _fill(redis_conn, key, 5, start=31)
         report = driver.sweep()
-        assert report.unconsumed[(key, "g")].pending == 5 and report.unconsumed[(key, "g")].undelivered == 0
+        assert report.unconsumed[(key, "g")].pending == 5
+        assert report.unconsumed[(key, "g")].undelivered == (0 if lag_known(redis_conn) else None)
