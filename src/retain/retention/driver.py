@@ -80,6 +80,12 @@ from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
 
+hiredis: Any
+try:  # redis[hiredis]: the beat's replies are parsed in one pass (see _read_replies)
+    import hiredis
+except ImportError:  # pragma: no cover - redis-py's own parser then reads them one by one
+    hiredis = None
+
 from retain import _fields
 from retain._fields import Where
 from retain._redis import REDIS_ERRORS, as_retain_error
@@ -204,6 +210,21 @@ class _ArchivedBeat:
 
 
 @dataclass
+class _Layout:
+    """A beat's commands and how their answers are laid out (see ``_Driver._layout``)."""
+
+    commands: list[tuple[str, ...]]
+    #: per command: the same every beat (its wire form may be kept)
+    fixed: list[bool]
+    #: the streams, in the order of their commands
+    keys: list[str]
+    #: one trim a stream: each stream's answers are ``step`` in a row, in the same places
+    uniform: bool
+    all_fixed: bool
+    step: int
+
+
+@dataclass
 class _PlainBeat:
     """What a beat's plain and protected streams came to, before the report is made."""
 
@@ -240,6 +261,8 @@ class _Driver:
         self.measure_lengths = bool(measure_lengths)
         self.track_groups = bool(track_groups)
         self._pending = PendingCounter()
+        self._layout_of: Sequence[TrimCall] | None = None
+        self._last_layout: _Layout | None = None
         self.on_report = on_report
         self._cadence = Cadence(self.tick, self.max_backoff)  # the runner's; replaced by it
 
@@ -277,41 +300,59 @@ class _Driver:
     def _plan(self, now: datetime, measured: Measured | None) -> tuple[TrimCall, ...]:
         return decide(self.policy, now, measured.sizes if measured is not None else None)
 
-    def _layout(self, calls: Sequence[TrimCall]) -> tuple[list[tuple[str, ...]], list[bool], str]:
-        """A beat's commands, per command whether it is the same every beat, and its role (one letter each).
+    def _layout(self, calls: Sequence[TrimCall]) -> _Layout:
+        """A beat's commands, per command whether it is the same every beat, and where each answer goes.
 
         Per stream, before its first trim when tracking groups: ``XINFO GROUPS``
-        (``g``) and ``XLEN`` (``b``, the length before). Then each trim (``t``),
-        followed by ``XLEN`` (``a``, the length after) when measuring lengths.
+        and ``XLEN`` (the length before). Then each trim, followed by ``XLEN``
+        (the length after) when measuring lengths. The layout of the same
+        calls (a policy without age windows or budgets decides the same tuple
+        every beat) is made once.
         """
+        if calls is self._layout_of and self._last_layout is not None:
+            return self._last_layout
         commands: list[tuple[str, ...]] = []
         fixed: list[bool] = []
-        roles: list[str] = []
+        keys: list[str] = []
+        per_key = 0
         last = None
         for call in calls:
-            if self.track_groups and call.key != last:
-                commands += [("XINFO", "GROUPS", call.key), ("XLEN", call.key)]
-                fixed += [True, True]
-                roles += ["g", "b"]
-            last = call.key
+            key = call.key
+            if key != last:
+                keys.append(key)
+                if self.track_groups:
+                    commands += [("XINFO", "GROUPS", key), ("XLEN", key)]
+                    fixed += [True, True]
+            else:
+                per_key = 2
+            last = key
             commands.append(call.command)
             fixed.append(call.window is call.entry.window)
-            roles.append("t")
             if self.measure_lengths:
-                commands.append(("XLEN", call.key))
+                commands.append(("XLEN", key))
                 fixed.append(True)
-                roles.append("a")
-        return commands, fixed, "".join(roles)
+        layout = _Layout(commands, fixed, keys, uniform=per_key == 0, all_fixed=all(fixed),
+                         step=(2 if self.track_groups else 0) + 1 + (1 if self.measure_lengths else 0))
+        self._layout_of, self._last_layout = calls, layout
+        return layout
 
     def _commands(self, calls: Sequence[TrimCall]) -> list[tuple[str, ...]]:
-        return self._layout(calls)[0]
+        return self._layout(calls).commands
 
     def _read(self, calls: Sequence[TrimCall], answers: Sequence[Any] | BaseException) -> _PlainBeat:
-        """The plain trims' answers, in one pass: what each stream lost, its failure, its length, its groups."""
-        beat = _PlainBeat()
-        _, _, roles = self._layout(calls)
+        """The plain trims' answers, in one pass: what each stream lost, its failure, its length, its groups.
+
+        With one trim a stream and no error among the answers (the common beat),
+        each kind of answer is a slice of the list, read at C speed; otherwise
+        stream by stream.
+        """
+        layout = self._layout(calls)
         if isinstance(answers, BaseException):
-            answers = [answers] * len(roles)
+            answers = [answers] * len(layout.commands)
+        # The types of the answers, a handful, say whether any is an error: at C speed, not one check an answer.
+        if layout.uniform and not any(issubclass(kind, BaseException) for kind in set(map(type, answers))):
+            return self._read_uniform(layout, answers)
+        beat = _PlainBeat()
         groups: dict[str, Any] = {}
         before: dict[str, int] = {}
         index = 0
@@ -333,6 +374,28 @@ class _Driver:
                 index += 1
         for key in beat.failures:
             beat.removed_by.pop(key, None)
+        self._seen(beat, groups, before)
+        return beat
+
+    def _read_uniform(self, layout: _Layout, answers: Sequence[Any]) -> _PlainBeat:
+        """One trim a stream, no error: every kind of answer is a slice of ``answers``."""
+        step, keys = layout.step, layout.keys
+        offset = 2 if self.track_groups else 0
+        beat = _PlainBeat(removed_by=dict(zip(keys, answers[offset::step])))
+        if self.measure_lengths:
+            beat.lengths = dict(zip(keys, answers[offset + 1::step]))
+        if self.track_groups:
+            found = answers[0::step]
+            with_groups = [index for index, answer in enumerate(found) if answer]
+            if with_groups:
+                lengths = answers[1::step]
+                self._seen(beat, {keys[index]: found[index] for index in with_groups},
+                           {keys[index]: int(lengths[index]) for index in with_groups})
+        return beat
+
+    @staticmethod
+    def _seen(beat: _PlainBeat, groups: Mapping[str, Any], before: Mapping[str, int]) -> None:
+        """Note, per stream with groups whose trim went through, its groups and what the trim removed."""
         for key, answer in groups.items():
             try:
                 found = groups_or_none(answer)
@@ -340,7 +403,6 @@ class _Driver:
                 continue
             if found and key in beat.removed_by and before[key] >= 0:
                 beat.seen[key] = Seen(found, before[key], beat.removed_by[key])
-        return beat
 
     def _protect(self, conn: Any, now: datetime, measured: Measured | None, beat: _PlainBeat) -> None:
         """Trim each protected stream on its own, after reading its groups (blocking; see :mod:`retain.retention.groups`)."""
@@ -540,6 +602,7 @@ class RetentionDriver(_Driver):
         # The wire form of every command that is the same each beat, packed once for this client.
         self._packed: dict[tuple[str, ...], bytes] = {}
         self._packed_for: Any = None
+        self._blob: tuple[_Layout, bytes] | None = None
 
     def sweep(self) -> SweepReport:
         """Apply one beat at the clock's instant; never raises for a stream's failure.
@@ -593,24 +656,29 @@ class RetentionDriver(_Driver):
         """The plain trims in one pipeline: each command's answer, or the error that failed them all."""
         try:
             if isinstance(self.conn, redis.Redis):
-                commands, fixed, _ = self._layout(calls)
-                return _send_direct(self.conn, len(commands), self._packer(commands, fixed))
+                layout = self._layout(calls)
+                return _send_direct(self.conn, len(layout.commands), self._packer(layout))
             return _send_pipeline(self.conn, self._commands(calls))
         except REDIS_ERRORS as exc:
             return exc
 
-    def _packer(self, commands: Sequence[tuple[str, ...]], fixed: Sequence[bool]) -> Callable[[Any], bytes]:
+    def _packer(self, layout: _Layout) -> Callable[[Any], bytes]:
         """Packs a beat's commands on a connection, reusing the bytes of those that never change.
 
         Packing is most of a beat's client time, and a length or fixed-instant
-        window sends the same bytes every beat: those are packed once per client.
-        An age window's command changes every beat and is packed afresh, never kept.
+        window sends the same bytes every beat: those are packed once per client,
+        and a beat whose every command is fixed (the same layout as the last)
+        sends the whole packed beat kept from then. An age window's command
+        changes every beat and is packed afresh, never kept.
         """
         if self._packed_for is not self.conn:
-            self._packed, self._packed_for = {}, self.conn
+            self._packed, self._packed_for, self._blob = {}, self.conn, None
         cache = self._packed
+        commands, fixed = layout.commands, layout.fixed
 
         def pack(connection: Any) -> bytes:
+            if self._blob is not None and self._blob[0] is layout:
+                return self._blob[1]
             parts = []
             for command, same in zip(commands, fixed):
                 packed = cache.get(command)
@@ -619,7 +687,10 @@ class RetentionDriver(_Driver):
                     if same:
                         cache[command] = packed
                 parts.append(packed)
-            return b"".join(parts)
+            whole = b"".join(parts)
+            if layout.all_fixed:
+                self._blob = (layout, whole)
+            return whole
 
         return pack
 
@@ -660,6 +731,35 @@ def _send_pipeline(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
         pipe.reset()
 
 
+#: bytes read from the socket at a time by the one-pass reader
+READ_CHUNK = 1 << 20
+
+
+def _read_replies(sock: Any, count: int) -> list[Any]:
+    """``count`` replies read straight off the socket and parsed by hiredis in one pass.
+
+    What redis-py's ``read_response`` does per reply (health checks, its own
+    buffering, a Python frame or three per answer) is most of a large beat's
+    client time; here a reply costs one ``gets``. An error reply comes back as a
+    ``ResponseError`` value, as a pipeline gives it. A connection that fails
+    half-way raises ``ConnectionError`` (the caller drops the connection).
+    """
+    assert hiredis is not None
+    reader = hiredis.Reader(protocolError=redis.exceptions.InvalidResponse,
+                            replyError=redis.exceptions.ResponseError)
+    buffer = bytearray(READ_CHUNK)
+    answers: list[Any] = []
+    append, gets = answers.append, reader.gets
+    while len(answers) < count:
+        size = sock.recv_into(buffer)
+        if not size:
+            raise redis.exceptions.ConnectionError("the server closed the connection in the middle of a beat")
+        reader.feed(buffer, 0, size)
+        while (reply := gets()) is not False:
+            append(reply)
+    return answers
+
+
 def _options(command: tuple[str, ...]) -> dict[str, Any]:
     """What redis-py's pipeline needs to parse an answer: the range form of XPENDING is told apart by an option."""
     return {"parse_detail": True} if command[0] == "XPENDING" and len(command) > 3 else {}
@@ -679,11 +779,15 @@ def _send_direct(conn: redis.Redis, count: int, pack: Callable[[Any], bytes]) ->
     answers: list[Any] = []
     try:
         connection.send_packed_command([pack(connection)])
-        for _ in range(count):
-            try:
-                answers.append(connection.read_response())
-            except redis.exceptions.ResponseError as exc:
-                answers.append(exc)
+        sock = getattr(connection, "_sock", None)
+        if hiredis is not None and sock is not None and not connection.encoder.decode_responses:
+            answers = _read_replies(sock, count)
+        else:
+            for _ in range(count):
+                try:
+                    answers.append(connection.read_response())
+                except redis.exceptions.ResponseError as exc:
+                    answers.append(exc)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
         # The socket may hold unread answers: never hand it back as it is.
         connection.disconnect()

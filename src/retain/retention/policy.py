@@ -118,6 +118,7 @@ class Policy:
     # Each plain entry, with its call when that never changes (a length or fixed-instant
     # window): made once here, not every beat. None: an age window, resolved each beat.
     _plain: tuple[tuple[StreamPolicy, TrimCall | None], ...] = field(repr=False, compare=False)
+    _same: tuple[TrimCall, ...] | None = field(repr=False, compare=False)
 
     def __init__(self, entries: Iterable[PolicyEntry] = ()) -> None:
         if isinstance(entries, (str, bytes, StreamPolicy)) or not isinstance(entries, Iterable):
@@ -147,6 +148,9 @@ class Policy:
                       for entry in normalised if not entry.archive and entry.protect is None)
         object.__setattr__(self, "protected", tuple(entry for entry in normalised if entry.protect is not None))
         object.__setattr__(self, "_plain", plain)
+        # Every plain call the same each beat: decide hands out this one tuple (a driver keeps its layout).
+        same = None if any(fixed is None for _, fixed in plain) else tuple(fixed for _, fixed in plain)
+        object.__setattr__(self, "_same", same)
 
     @classmethod
     def of(cls, policy: Policy | Iterable[PolicyEntry]) -> Policy:
@@ -260,6 +264,8 @@ def decide(policy: Policy | Iterable[PolicyEntry], now: datetime,
     """
     require_aware(now, "now")
     policy = Policy.of(policy)
+    if policy._same is not None:
+        return policy._same
     calls: list[TrimCall] = []
     for entry, fixed in policy._plain:
         if fixed is not None:
