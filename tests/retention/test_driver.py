@@ -603,3 +603,38 @@ def test_clock_in_the_report_is_the_clock_given(redis_conn):
     """The report's instant is the injected clock's, to the microsecond."""
     instant = datetime(2026, 9, 12, 8, 0, 0, 123456, tzinfo=timezone(timedelta(hours=-3)))
     assert RetentionDriver(redis_conn, [(RawKey("k"), MaxLen(1))], clock=fixed_clock(instant)).sweep().at == instant
+
+
+class TestOnePassReader:
+    def test_replies_split_across_reads(self, redis_conn, monkeypatch):
+        """Replies cut at any byte between two socket reads are parsed whole: a beat read 7 bytes at a time
+        reports what one read in large chunks reports."""
+        import retain.retention.driver as driver_module
+
+        keys = [f"split:{index}" for index in range(30)]
+        for key in keys:
+            append(redis_conn, key, 15)
+        redis_conn.xgroup_create(keys[0], "g", id="0")
+        monkeypatch.setattr(driver_module, "READ_CHUNK", 7)
+        report = RetentionDriver(redis_conn, [(RawKey(key), MaxLen(5, approx=False)) for key in keys],
+                                 measure_lengths=True).sweep()
+        assert report.ok and set(report.removed_by.values()) == {10} and set(report.lengths.values()) == {5}
+        assert report.unconsumed[(keys[0], "g")].undelivered in (10, None)
+
+    def test_the_same_beat_is_packed_once(self, redis_conn):
+        """Length windows only: the second beat sends the bytes packed for the first, and still trims."""
+        driver = RetentionDriver(redis_conn, [(RawKey("once:a"), MaxLen(2, approx=False)),
+                                              (RawKey("once:b"), MaxLen(3, approx=False))])
+        driver.sweep()
+        kept = driver._blob
+        append(redis_conn, "once:a", 10)
+        report = driver.sweep()
+        assert driver._blob is kept and report.removed_by["once:a"] == 8
+
+    def test_a_decoding_client(self, redis_server):
+        """A client that decodes responses goes through redis-py's own reader, with the same report."""
+        with redis_server.client(decode_responses=True) as conn:
+            append(conn, "decoded", 10)
+            report = RetentionDriver(conn, [(RawKey("decoded"), MaxLen(4, approx=False))]).sweep()
+            assert report.ok and report.removed_by["decoded"] == 6
+            conn.delete("decoded")
