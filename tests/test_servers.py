@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from retain.errors import ServerStartError
-from retain.servers import PostgresServer, RedisCluster, RedisServer, ValkeyServer, find_postgres_bin, find_redis_server
+from retain.servers import PostgresServer, RedisCluster, RedisServer, SeaweedServer, ValkeyServer, find_postgres_bin, find_redis_server
 
 
 class TestRedisServer:
@@ -105,6 +105,13 @@ class TestFailedStarts:
         with pytest.raises((ServerStartError, OSError)):
             server.start()
         assert not server.directory.exists()
+
+    def test_weed_leaves_no_socket_in_the_temp_directory(self):
+        """The gRPC socket files weed makes in /tmp for its ports are gone once the server stops."""
+        with SeaweedServer() as server:
+            sockets = server.grpc_sockets()
+            assert any(path.is_socket() for path in sockets)  # weed made them: the check below means something
+        assert not [path for path in sockets if path.exists()]
 
     def test_weed_keeps_its_logs_in_its_directory(self, seaweed_server):
         """SeaweedFS writes its log files into its own directory, never loose in the temp directory."""

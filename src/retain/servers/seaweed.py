@@ -32,6 +32,8 @@ __all__ = ["SeaweedServer", "find_weed"]
 
 _GRPC_OFFSET = 10000  # weed's components find each other's gRPC at port + 10000, whatever the flags say
 _COMPONENTS = ("master", "volume", "filer", "s3", "admin")
+#: weed opens a gRPC socket per component at this fixed path (no flag moves it) and leaves it when it exits
+_GRPC_SOCKET = "/tmp/seaweedfs-{component}-grpc-{port}.sock"
 
 
 def find_weed() -> str:
@@ -127,10 +129,22 @@ class SeaweedServer(ManagedServer):
                            what=f"weed mini with S3 on port {self.ports['s3']}")
                 return
             except ServerStartError as exc:
-                self._child.stop()
-                self._child, failure = None, exc
+                self.stop()
+                failure = exc
         assert failure is not None
         raise failure
+
+    def stop(self) -> None:
+        """Stop ``weed mini`` and remove the gRPC socket files it left in /tmp for this server's ports."""
+        super().stop()
+        for path in self.grpc_sockets():
+            if path.is_socket():
+                path.unlink(missing_ok=True)
+
+    def grpc_sockets(self) -> list[Path]:
+        """The socket files weed makes for this server's gRPC ports (outside its directory: weed fixes the path)."""
+        return [Path(_GRPC_SOCKET.format(component=component, port=port + _GRPC_OFFSET))
+                for component, port in self.ports.items()]
 
     def _serves_bucket(self) -> bool:
         store = S3Store(self.bucket, endpoint=self.endpoint, region="us-east-1", access_key_id=self.access_key_id,
