@@ -21,8 +21,18 @@ SAMPLE_EVERY seconds (the peak length is the figure), and MEMORY USAGE of the
 declared streams and of the control every MEMORY_EVERY seconds. Once the window
 is full the declared streams' memory must stay flat while the control's grows.
 
-Run: python3 dev.py bench bounded [--duration 60] [--tick 1] [--window 10000]
-Prints a table, then one JSON line: {"peak_over_bound": peak length / bound, ...}.
+Then the archived run (issue 13): ARCHIVED streams (1,000 by default) declared
+``MaxLen(ARCHIVED_WINDOW)`` with ``archive = true`` on a local archive (a
+temporary directory), beaten by hand ARCHIVED_BEATS times: before each beat
+ARCHIVED_RATE entries are appended to every stream (not timed), then one
+``sweep()`` folds every stream's overflow into the archive in one Delta commit
+and trims it. The figure is the median beat (``archived_beat_ms_<N>``; the
+first two beats, which create the table and read it cold, are left out), to
+keep under the tick of 1 s. The baseline, in the same run: the same streams
+declared without archiving (``plain_beat_ms_<N>``), and the ratio between them.
+
+Run: python3 dev.py bench bounded [--duration 60] [--tick 1] [--window 10000] [--archived 1000]
+Prints a table, then one JSON line: {"peak_over_bound": peak length / bound, ..., "archived_beat_ms_1000": ...}.
 """
 
 from __future__ import annotations
@@ -31,11 +41,14 @@ import argparse
 import bisect
 import json
 import multiprocessing
+import statistics
+import tempfile
 import time
 
 import redis
 
-from retain.retention import RetentionDriver
+from retain.archive import Archive
+from retain.retention import RetentionDriver, StreamPolicy
 from retain.servers import RedisServer
 from retain.streams import StreamRef
 from retain.windows import MaxLen
@@ -80,7 +93,15 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=10_000, help="MaxLen N of every declared stream (default 10000)")
     parser.add_argument("--streams", type=int, default=4, help="declared streams (default 4)")
     parser.add_argument("--producers", type=int, default=2, help="producer processes (default 2)")
+    parser.add_argument("--archived", type=int, default=1000,
+                        help="streams of the archived run (default 1000; 0 skips it)")
+    parser.add_argument("--archived-beats", type=int, default=12, help="beats of the archived run (default 12)")
+    parser.add_argument("--archived-rate", type=int, default=20,
+                        help="entries appended to each archived stream before each beat (default 20)")
+    parser.add_argument("--archived-window", type=int, default=100,
+                        help="MaxLen of every archived stream (default 100)")
     args = parser.parse_args()
+    archived = archived_run(args) if args.archived > 0 else {}
 
     refs = [StreamRef(f"bench{index % 2}", f"feed{index}") for index in range(args.streams)]
     keys = [ref.key for ref in refs] + [CONTROL]
@@ -177,7 +198,62 @@ def main() -> None:
         "declared_memory_growth": round(growth, 4), "declared_memory_bytes_last": memory[-1][1],
         "control_length": final[-1], "control_memory_growth": round(control_growth, 3),
         "control_over_peak": round(final[-1] / longest, 2),
+        **archived,
     }))
+
+
+def archived_run(args: argparse.Namespace) -> dict[str, object]:
+    """The archived run (see the module docstring): its figures for the JSON line, printed as it goes."""
+    streams = args.archived
+    refs = [StreamRef(f"archived{index % 16}", f"feed{index}") for index in range(streams)]
+
+    def feed(conn: redis.Redis) -> None:
+        pipe = conn.pipeline(transaction=False)
+        for ref in refs:
+            for _ in range(args.archived_rate):
+                pipe.xadd(ref.key, FIELDS)
+        pipe.execute()
+
+    def beats(conn: redis.Redis, driver: RetentionDriver) -> list[float]:
+        elapsed = []
+        for _ in range(args.archived_beats):
+            feed(conn)
+            report = driver.sweep()
+            if report.failures:
+                raise SystemExit(f"a beat failed: {next(iter(report.failures.values()))}")
+            elapsed.append(report.elapsed * 1e3)
+        return elapsed
+
+    with RedisServer() as server, tempfile.TemporaryDirectory(prefix="retain-bench-archive-") as directory:
+        conn = server.client()
+        for ref in refs:  # the window full before the first beat, as in a steady state
+            conn.xadd(ref.key, FIELDS)
+        feed(conn)
+        window = MaxLen(args.archived_window)
+        plain = RetentionDriver(conn, [(ref, window) for ref in refs], tick=args.tick)
+        plain_ms = beats(conn, plain)[2:]
+        archive = Archive(f"file://{directory}/archive")
+        driver = RetentionDriver(conn, [StreamPolicy(ref, window, archive=True) for ref in refs], archive=archive,
+                                 tick=args.tick, archive_deadline=600)
+        archived_ms = beats(conn, driver)
+        folded = archive.version
+        conn.close()
+    steady = archived_ms[2:]
+    median, plain_median = statistics.median(steady), statistics.median(plain_ms)
+    kept = sum(1 for ms in steady if ms <= args.tick * 1e3) / len(steady)
+    print(f"archived run: {streams:,} streams under MAXLEN ~ {args.archived_window} with archive = true on a local "
+          f"archive, {args.archived_rate} entries each before each of {args.archived_beats} beats "
+          f"({folded + 1} commits in all)")
+    print(f"  beat ms, steady (first two left out): median {median:,.0f}, max {max(steady):,.0f}; first two "
+          f"{archived_ms[0]:,.0f}, {archived_ms[1]:,.0f}; beats within the {args.tick:g}s tick: {kept:.0%}")
+    print(f"  baseline, the same streams without archiving: median {plain_median:,.1f} ms; "
+          f"archived / plain = {median / plain_median:,.1f}x")
+    return {
+        f"archived_beat_ms_{streams}": round(median, 1), f"archived_beat_ms_max_{streams}": round(max(steady), 1),
+        f"plain_beat_ms_{streams}": round(plain_median, 2),
+        "archived_over_plain": round(median / plain_median, 1), "archived_beats_within_tick": round(kept, 3),
+        "archived_rate": args.archived_rate, "archived_window": args.archived_window,
+    }
 
 
 if __name__ == "__main__":

@@ -49,8 +49,8 @@ def test_archive():
     merge-reads, maintenance and expiry, the query, the migration and the archive errors."""
     assert sorted(retain.archive.__all__) == sorted([
         "FILE_SCHEMA", "FORMAT_VERSION", "TABLE_SCHEMA", "Archive", "ArchiveAccessDenied", "ArchiveConflict",
-        "ArchiveCorrupt", "ArchiveError", "ArchiveNeedsMigration", "ArchiveObjectExists", "ArchiveObjectMissing",
-        "ArchiveUnavailable", "ArchivedFile", "FoldProgress", "FoldResult", "FoldTrimOutcome", "FoldTrimPlan",
+        "ArchiveCorrupt", "ArchiveError", "ArchiveGap", "ArchiveNeedsMigration", "ArchiveObjectExists", "ArchiveObjectMissing",
+        "ArchiveTimeout", "ArchiveUnavailable", "ArchivedFile", "Damage", "VerifyReport", "verify", "FoldProgress", "FoldResult", "FoldTrimOutcome", "FoldTrimPlan",
         "FoldTrimResult", "InvalidArchive", "InvalidStreamId", "MaintenanceReport", "MaintenanceSettings",
         "MigrationReport", "StreamId", "StreamMaintenance", "StreamState", "UnarchivableEntry", "catch_up", "fold",
         "fold_boundary", "fold_then_trim", "fold_then_trim_all", "maintain", "migrate", "plan_compaction",
@@ -79,7 +79,9 @@ def test_logd_errors():
         "PreconditionFailed": "precondition_failed",
         "SchemaViolation": "schema_violation", "StorageError": "storage_error",
         "ReadBudgetExceeded": "storage_error", "Unsupported": "unsupported", "NotFound": "not_found",
-        "Compacted": "compacted", "OwnerUnavailable": "unavailable",
+        "Compacted": "compacted", "OwnerUnavailable": "unavailable", "Unavailable": "unavailable",
+        "Unauthenticated": "unauthenticated", "Forbidden": "forbidden", "LimitExceeded": "limit_exceeded",
+        "StoreDamaged": "storage_error",
     }
 
 
@@ -104,6 +106,8 @@ def test_wire():
         "answer_error", "answer_failure", "answer_result", "parse_request",
         "Conversation", "Link", "Reply", "serve_connection", "HostPort", "StreamSockets", "StreamServer",
         "HTTP_STATUS", "HttpHandler", "HttpServer", "http_app", "Server", "ThreadedServer",
+        "PERMISSIONS", "Token", "Tokens", "check_author", "refuse_open", "HttpTimeouts", "DEFAULT_SOCKET_MODE",
+        "bind_unix_socket", "ByteBudget", "StreamTimeouts",
     ])
 
 

@@ -16,6 +16,7 @@ field name, or, for a value not in a table, the name to show.
 from __future__ import annotations
 
 import math
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any, NoReturn
@@ -23,7 +24,11 @@ from typing import Any, NoReturn
 from retain import durations
 from retain.errors import InvalidInput
 
-__all__ = ["Where", "boolean", "duration", "refuse_unknown", "seconds", "string", "whole_number"]
+__all__ = ["MAX_COUNT", "Where", "boolean", "count", "duration", "redacted_url", "refuse_unknown", "seconds", "string",
+           "whole_number"]
+
+#: the largest count Redis (and a Parquet int64) holds: 2^63-1; a larger one passes nothing but fails every beat
+MAX_COUNT = 2**63 - 1
 
 
 class Where:
@@ -85,6 +90,29 @@ def whole_number(value: Any, name: str, where: Where, *, minimum: int = 0, maxim
         bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
         where.refuse(name, f"a whole number {bound}", value)
     return value
+
+
+def count(value: Any, name: str, where: Where, *, minimum: int = 0) -> int:
+    """A whole number from ``minimum`` that a server and the archive can hold: at most :data:`MAX_COUNT`."""
+    number = whole_number(value, name, where, minimum=minimum)
+    if number > MAX_COUNT:
+        raise where.error(f"{where.field(name)}: must be at most 2^63-1 = {MAX_COUNT}, the largest count Redis "
+                          f"takes (got {number})")
+    return number
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its password, if any, written ``***``: what a message, a log or a repr may show."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        password = parts.password
+    except ValueError:
+        password = None
+    if not password:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def seconds(value: Any, name: str, where: Where, *, example: str = "1.0", duration_example: str = "5s") -> float:

@@ -17,11 +17,13 @@
     ├── ServerStartError (RuntimeError)    an embedded server (retain.servers) did not come up; carries its log
     ├── ArchiveError                       the archive's object store failed, or holds the unexpected
     │   ├── ArchiveUnavailable (ConnectionError)     the store could not be reached, or an I/O failed
+    │   │   └── ArchiveTimeout (TimeoutError)   an archive call of a beat passed the driver's deadline
     │   ├── ArchiveAccessDenied (PermissionError)    the store refused the credentials
     │   ├── ArchiveObjectExists (FileExistsError)    a create-only write found its name taken
     │   │   └── ArchiveConflict            a commit lost to a rival's commit of the same stream (the fence)
     │   ├── ArchiveObjectMissing (FileNotFoundError) an object the layout names is not there
     │   ├── ArchiveCorrupt                 an object does not hold what the layout says it holds
+    │   │   └── ArchiveGap                 the live tier trimmed past W: the archive lacks entries it should hold
     │   ├── ArchiveNeedsMigration          a format-1 archive is read-only until `retain archive migrate`
     │   └── UnarchivableEntry              a stream entry the table's columns cannot hold
     └── LogdError                          a logd request failed; ``code`` is its wire error code
@@ -32,11 +34,16 @@
         ├── PreconditionFailed             precondition_failed: the state did not match; nothing written
         ├── SchemaViolation                schema_violation: the schema forbids the write (path, constraint)
         ├── StorageError                   storage_error: the store failed underneath
-        │   └── ReadBudgetExceeded         a read would touch more than storage.readBudget records
+        │   ├── ReadBudgetExceeded         a read would touch more than storage.readBudget records
+        │   └── StoreDamaged               the store's file fails its integrity check, or a row does not decode
         ├── Unsupported                    unsupported: a verb or feature this logd or transport lacks
         ├── NotFound (LookupError)         not_found: nothing at the path, or no such scope
         ├── Compacted                      compacted: no kept snapshot serves that commit
-        └── OwnerUnavailable (ServerUnavailable)  unavailable: docd could not reach a path's owner
+        ├── Unauthenticated (AuthenticationError)  unauthenticated: no token, or one no server knows
+        ├── Forbidden (AuthenticationError)        forbidden: the token does not permit the verb or author
+        ├── LimitExceeded (InvalidRequest)  limit_exceeded: the request is larger than a named limit allows
+        └── Unavailable (ServerUnavailable)  unavailable: the server is out of room for more work now
+            └── OwnerUnavailable           unavailable: docd could not reach a path's owner
 
 Callers never see ``redis.exceptions.*``, ``obstore.exceptions.*``,
 ``deltalake.exceptions.*`` or pyarrow's errors: the boundaries
@@ -53,9 +60,11 @@ __all__ = [
     "ArchiveConflict",
     "ArchiveCorrupt",
     "ArchiveError",
+    "ArchiveGap",
     "ArchiveNeedsMigration",
     "ArchiveObjectExists",
     "ArchiveObjectMissing",
+    "ArchiveTimeout",
     "ArchiveUnavailable",
     "AuthenticationError",
     "Compacted",
@@ -73,6 +82,10 @@ __all__ = [
     "InvalidStreamName",
     "InvalidWindow",
     "LOGD_ERRORS",
+    "Forbidden",
+    "LimitExceeded",
+    "Unauthenticated",
+    "Unavailable",
     "LogdError",
     "NotFound",
     "OwnerUnavailable",
@@ -84,6 +97,7 @@ __all__ = [
     "ServerStartError",
     "ServerUnavailable",
     "StorageError",
+    "StoreDamaged",
     "UnarchivableEntry",
     "Unsupported",
     "WrongTypeError",
@@ -198,6 +212,11 @@ class ReadBudgetExceeded(StorageError):
     """A read would touch more records than ``storage.readBudget`` allows."""
 
 
+class StoreDamaged(StorageError):
+    """The store is damaged: its file fails SQLite's integrity check (the file is named; logd refuses to serve
+    it), or a row read does not decode (the key is named). Never served as if it were whole."""
+
+
 class Unsupported(LogdError):
     """A verb or feature this logd, or this transport, does not offer."""
 
@@ -220,16 +239,42 @@ class Compacted(LogdError):
         self.nearest = nearest
 
 
-class OwnerUnavailable(LogdError, ServerUnavailable):
-    """docd could not reach the owner of a path (logd or a controller), or it did not answer in time."""
+class Unauthenticated(LogdError, AuthenticationError):
+    """No token came with the request (or the connection's first document), or no configured token has that
+    secret. HTTP 401."""
+
+    code = "unauthenticated"
+
+
+class Forbidden(LogdError, AuthenticationError):
+    """The token is known but does not permit this: the verb needs a permission it lacks, or the author
+    lies outside its patterns. HTTP 403."""
+
+    code = "forbidden"
+
+
+class LimitExceeded(InvalidRequest):
+    """A request larger than a limit of the server's settings allows (ops per patch, rules per retain, digits of an
+    integer, the length of a path); the message names the limit and its value. Nothing ran."""
+
+    code = "limit_exceeded"
+
+
+class Unavailable(LogdError, ServerUnavailable):
+    """The server cannot take more work now (its buffers are full); try again later."""
 
     code = "unavailable"
+
+
+class OwnerUnavailable(Unavailable):
+    """docd could not reach the owner of a path (logd or a controller), or it did not answer in time."""
 
 
 #: wire code -> the class a client raises for it (the most general class of that code).
 LOGD_ERRORS: dict[str, type[LogdError]] = {
     cls.code: cls for cls in (InvalidRequest, InvalidRetain, PreconditionFailed, SchemaViolation, StorageError,
-                              Unsupported, NotFound, Compacted, OwnerUnavailable)
+                              Unsupported, NotFound, Compacted, Unauthenticated, Forbidden, LimitExceeded,
+                              OwnerUnavailable)
 }
 
 
@@ -253,6 +298,11 @@ class ArchiveUnavailable(ArchiveError, ConnectionError):
     """The object store could not be reached, or an I/O on it failed after its retries."""
 
 
+class ArchiveTimeout(ArchiveUnavailable, TimeoutError):
+    """An archive call of a retention beat did not finish within the driver's deadline (``[archive] deadline``):
+    that stream's fold counts as failed for the beat and the streams around it go on."""
+
+
 class ArchiveAccessDenied(ArchiveError, PermissionError):
     """The object store refused the credentials, or they lack a permission."""
 
@@ -274,6 +324,11 @@ class ArchiveObjectMissing(ArchiveError, FileNotFoundError):
 
 class ArchiveCorrupt(ArchiveError):
     """An object does not hold what the layout says: a damaged data file, a bad manifest, an unknown format."""
+
+
+class ArchiveGap(ArchiveCorrupt):
+    """The archive does not hold entries it must: the live stream was trimmed past the watermark W
+    (``XINFO STREAM``'s ``max-deleted-entry-id`` is above W), so a merge-read would skip them."""
 
 
 class ArchiveNeedsMigration(ArchiveError):

@@ -74,13 +74,13 @@ def _require_approx(approx: object) -> None:
 
 @dataclass(frozen=True)
 class MaxLen:
-    """Keep the ``count`` newest entries; ``count`` is an int >= 0 (a bool is not an int)."""
+    """Keep the ``count`` newest entries; ``count`` is an int from 0 to 2^63-1 (a bool is not an int)."""
 
     count: int
     approx: bool = True
 
     def __post_init__(self) -> None:
-        _fields.whole_number(self.count, "MaxLen count", Where("", InvalidWindow))
+        _fields.count(self.count, "MaxLen count", Where("", InvalidWindow))
         _require_approx(self.approx)
 
     def describe(self) -> str:

@@ -233,7 +233,7 @@ class TestHostileDocuments:
     def test_answered_and_still_serving(self, served, name, document, message):
         """Each hostile document gets an invalid_request naming the fault; the connection and server go on."""
         raw = RawConnection(served.address)
-        raw.send(document + b"\n...\n{patch: {ops: [{set: alive, value: yes}]}}\n...\n")
+        raw.send(document + b"\n...\n{patch: {ops: [{set: alive, value: true}]}}\n...\n")
         answer = raw.receive()
         assert answer["error"]["code"] == "invalid_request" and message in answer["error"]["message"], answer
         assert raw.receive()["result"]["patch"]["commit"] >= 1

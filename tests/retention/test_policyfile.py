@@ -165,6 +165,16 @@ class TestArchive:
         assert isinstance(archive, Archive) and (tmp_path / "a").is_dir()
         assert parse_policy(ONE).open_archive() is None
 
+    def test_deadline(self):
+        """[archive] deadline is the driver's archive_deadline: seconds or a duration; 10 s when absent."""
+        parsed = parse_policy('[archive]\nurl = "/tmp/never-opened"\ndeadline = "3s"\n' + ARCHIVED)
+        assert parsed.archive is not None and parsed.archive.deadline == 3.0
+        assert parsed.archive_deadline == 3.0
+        assert parse_policy('archive = "/tmp/never-opened"\n' + ARCHIVED).archive_deadline == 10.0
+        with pytest.raises(InvalidPolicy, match=r"\[archive\]: field 'deadline': must be a positive number of "
+                                                r"seconds such as 10, or a duration such as '10s' \(got 0\)"):
+            parse_policy('[archive]\nurl = "/tmp/never-opened"\ndeadline = 0\n' + ARCHIVED)
+
     def test_table_form_hides_credentials(self):
         """An [archive] table takes the s3 options and min_entries; its repr never shows a credential."""
         parsed = parse_policy('[archive]\nurl = "s3://b/p"\naccess_key_id = "AKIA"\nsecret_access_key = "hush"\n'
@@ -244,3 +254,52 @@ class TestArchive:
         parsed = parse_policy(f'archive = "{url}"\n{ARCHIVED}', "p.toml")
         with pytest.raises(InvalidPolicy, match=f"p.toml: field 'archive': .*{message}"):
             parsed.open_archive()
+
+
+class TestNeverWorks:
+    """Issue 13, findings 6 and 8: what passed validation and then failed every beat is refused at parse time."""
+
+    @pytest.mark.parametrize("key", [".", ".."])
+    def test_dot_keys_are_not_archived(self, tmp_path, key):
+        """A raw key '.' or '..' with archive = true is refused, naming the entry and the field."""
+        text = f'archive = "{tmp_path}/a"\n[[stream]]\nkey = "{key}"\nmaxlen = 5\narchive = true\n'
+        with pytest.raises(InvalidPolicy, match=rf"\[\[stream\]\] #1 \(key '{re.escape(key)}'\): field 'key': "
+                                                r"stream key .* cannot be archived: .* no object-store path segment"):
+            parse_policy(text)
+        assert parse_policy(f'[[stream]]\nkey = "{key}"\nmaxlen = 5\n').policy.entries[0].key == key  # plain: fine
+        with pytest.raises(InvalidPolicy, match="cannot be archived"):
+            StreamPolicy(RawKey(key), MaxLen(5), archive=True)
+
+    @pytest.mark.parametrize("field", ["maxlen"])
+    def test_counts_above_2_63(self, field):
+        """maxlen = 2^70 is refused (it passed, then XTRIM refused it every beat); 2^63-1 is the largest."""
+        with pytest.raises(InvalidPolicy, match=r"field 'maxlen': MaxLen count: must be at most 2\^63-1 = "
+                                                r"9223372036854775807, the largest count Redis takes "
+                                                r"\(got 1180591620717411303424\)"):
+            parse_policy(f'[[stream]]\nqueue = "q"\nname = "s"\n{field} = {2**70}\n')
+        assert parse_policy(f'[[stream]]\nqueue = "q"\nname = "s"\n{field} = {2**63 - 1}\n').policy.entries[0] \
+            .window == MaxLen(2**63 - 1)
+
+    def test_archive_counts_above_2_63(self, tmp_path):
+        with pytest.raises(InvalidPolicy, match=r"\[archive\]: field 'min_entries': must be at most 2\^63-1"):
+            parse_policy(f'[archive]\nurl = "{tmp_path}/a"\nmin_entries = {2**64}\n' + ARCHIVED)
+
+    def test_future_min_id(self):
+        """A min_id in the future would empty the stream every beat: refused unless allow_future = true."""
+        text = '[[stream]]\nqueue = "q"\nname = "s"\nmin_id = 2999-01-01T00:00:00Z\n'
+        with pytest.raises(InvalidPolicy, match=r"field 'min_id': 2999-01-01T00:00:00\+00:00 is in the future, so "
+                                                r"every beat would empty the stream until then: .* allow_future = true"):
+            parse_policy(text)
+        allowed = parse_policy(text + "allow_future = true\n").policy.entries[0].window
+        assert allowed == MinId(datetime(2999, 1, 1, tzinfo=timezone.utc))
+        with pytest.raises(InvalidPolicy, match="field 'allow_future': applies to a min_id window only"):
+            parse_policy(ONE + "allow_future = true\n")
+
+    def test_repr_hides_the_redis_password(self):
+        """repr(PolicyFile) shows the URL with the password written ***; a refused URL too."""
+        parsed = parse_policy('url = "redis://user:hunter2@127.0.0.1:7000/0"\n' + ONE)
+        assert "hunter2" not in repr(parsed) and "redis://user:***@127.0.0.1:7000/0" in repr(parsed)
+        assert parsed.url == "redis://user:hunter2@127.0.0.1:7000/0"  # the driver still gets it
+        with pytest.raises(InvalidPolicy) as refused:
+            parse_policy('url = "http://:hunter2@127.0.0.1:7000/0"\n' + ONE)
+        assert "hunter2" not in str(refused.value) and "http://:***@127.0.0.1:7000/0" in str(refused.value)

@@ -9,8 +9,10 @@ files and app transactions (:mod:`~retain.archive.layout`), the columns
 merge-read (:mod:`~retain.archive.read`), a consumer group's catch-up from the
 archive (:mod:`~retain.archive.catch_up`), maintenance and expiry
 (:mod:`~retain.archive.maintenance`), SQL over the table
-(:mod:`~retain.archive.query`) and the move from format 1
-(:mod:`~retain.archive.migrate`, reading :mod:`~retain.archive.legacy`).
+(:mod:`~retain.archive.query`), the move from format 1
+(:mod:`~retain.archive.migrate`, reading :mod:`~retain.archive.legacy`), the gap
+between the tiers (:mod:`~retain.archive.gap`) and checking a whole archive
+(:mod:`~retain.archive.verify`).
 
 Imports: the vocabulary, and :mod:`retain.streams` for the key layout and the
 trim verb; never :mod:`retain.retention`, the layer above that drives it.
@@ -49,14 +51,17 @@ from retain.archive.plan import FoldTrimPlan, plan_fold_trim, trim_past
 from retain.archive.query import query
 from retain.archive.read import read, read_arrow
 from retain.archive.table import Archive, ArchivedFile, StreamState
+from retain.archive.verify import Damage, VerifyReport, verify
 from retain.errors import (
     ArchiveAccessDenied,
     ArchiveConflict,
     ArchiveCorrupt,
     ArchiveError,
+    ArchiveGap,
     ArchiveNeedsMigration,
     ArchiveObjectExists,
     ArchiveObjectMissing,
+    ArchiveTimeout,
     ArchiveUnavailable,
     InvalidArchive,
     InvalidStreamId,
@@ -73,11 +78,14 @@ __all__ = [
     "ArchiveConflict",
     "ArchiveCorrupt",
     "ArchiveError",
+    "ArchiveGap",
     "ArchiveNeedsMigration",
     "ArchiveObjectExists",
     "ArchiveObjectMissing",
+    "ArchiveTimeout",
     "ArchiveUnavailable",
     "ArchivedFile",
+    "Damage",
     "FoldProgress",
     "FoldResult",
     "FoldTrimOutcome",
@@ -92,6 +100,7 @@ __all__ = [
     "StreamMaintenance",
     "StreamState",
     "UnarchivableEntry",
+    "VerifyReport",
     "catch_up",
     "fold",
     "fold_boundary",
@@ -107,4 +116,5 @@ __all__ = [
     "read",
     "read_arrow",
     "trim_past",
+    "verify",
 ]

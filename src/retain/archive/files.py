@@ -293,9 +293,11 @@ def _straddles(stats: Any, low: StreamId, high: StreamId) -> bool:
 
 def _within(table: pa.Table | pa.RecordBatch, low: StreamId, high: StreamId) -> pa.ChunkedArray:
     ms, seq = table.column("ms"), table.column("seq")
-    keep = pc.or_(pc.greater(ms, low.ms), pc.and_(pc.equal(ms, low.ms), pc.greater_equal(seq, low.seq)))
+    # Arrow scalars: a Python int argument costs a failed import of dateutil per call (see columns.py).
+    low_ms, low_seq = pa.scalar(min(low.ms, _INT64_MAX), pa.int64()), pa.scalar(min(low.seq, _INT64_MAX), pa.int64())
+    keep = pc.or_(pc.greater(ms, low_ms), pc.and_(pc.equal(ms, low_ms), pc.greater_equal(seq, low_seq)))
     if high.ms <= _INT64_MAX:  # past int64 every stored id is below the bound
-        below = pc.or_(pc.less(ms, high.ms),
-                       pc.and_(pc.equal(ms, high.ms), pc.less_equal(seq, min(high.seq, _INT64_MAX))))
+        high_ms, high_seq = pa.scalar(high.ms, pa.int64()), pa.scalar(min(high.seq, _INT64_MAX), pa.int64())
+        below = pc.or_(pc.less(ms, high_ms), pc.and_(pc.equal(ms, high_ms), pc.less_equal(seq, high_seq)))
         keep = pc.and_(keep, below)
     return keep

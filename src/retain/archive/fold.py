@@ -30,13 +30,15 @@ from typing import Any, TypeVar
 
 from retain import _fields
 from retain._fields import Where
-from retain._redis import translate_errors
+from retain._redis import as_retain_error, translate_errors
 from retain.archive._pipeline import Chunks, paused_gc, raw_reader
 from retain.archive.files import FileWriter
+from retain.archive.gap import LiveInfo, gap, live_info, live_infos, next_ordinal
 from retain.archive.plan import plan_fold_trim
 from retain.archive.table import Advance, Archive, ArchivedFile
 from retain.clock import utc_now
-from retain.errors import ArchiveConflict, ArchiveUnavailable, InvalidInput, InvalidWindow, RetainError
+from retain.errors import (ArchiveConflict, ArchiveTimeout, ArchiveUnavailable, InvalidInput, InvalidWindow,
+                           RetainError)
 from retain.ids import StreamId, upper_bound
 from retain.streams.keys import Stream, key_of
 from retain.streams.trim import check_limit, trim, xtrim_command
@@ -57,6 +59,8 @@ DEFAULT_COUNT = 1_000
 DEFAULT_SEGMENT_ENTRIES = 100_000
 #: commits a beat tries when rivals keep winning, before its streams count as failed this beat
 COMMIT_ATTEMPTS = 5
+#: data files a beat stores at once (fold_then_trim_all)
+PUT_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -148,18 +152,63 @@ class _Workers:
     def __init__(self, stack: ExitStack) -> None:
         stack.enter_context(paused_gc())
         self.encoder: Executor | None = stack.enter_context(_Lazy("retain-fold-encode"))
+        self.storer = _Storer(stack.enter_context(_Lazy("retain-fold-put", PUT_THREADS)))
+
+
+class _Storer:
+    """A beat's data files stored a few at a time on threads (the store's I/O releases the GIL): a beat of
+    1,000 streams writes 1,000 small files, and one after the other that took seconds on a local disk and
+    longer on S3. The commit waits for them all (:meth:`wait`). Once a put finds the store unavailable, the
+    streams not yet stored fail at once rather than each waiting out the store's retries again."""
+
+    def __init__(self, pool: Executor) -> None:
+        self.pool = pool
+        self.unavailable: ArchiveUnavailable | None = None
+
+    def put(self, archive: Archive, item: _Pending, encoded: Any) -> None:
+        if self.unavailable is not None:
+            raise self.unavailable
+        future = self.pool.submit(archive.put_file, item.stream, encoded)
+        key = item.key
+
+        def watch(done: Future[ArchivedFile]) -> None:
+            self._watch(done, key)
+
+        future.add_done_callback(watch)
+        item.puts.append(future)
+
+    def _watch(self, done: Future[ArchivedFile], key: str) -> None:
+        if done.cancelled():
+            return
+        error = done.exception()
+        if isinstance(error, ArchiveUnavailable) and self.unavailable is None:
+            unavailable = ArchiveUnavailable(f"not folded this beat: the archive was unavailable to {key} ({error})")
+            unavailable.__cause__ = error
+            self.unavailable = unavailable
+
+    def wait(self, pending: Sequence[_Pending]) -> None:
+        """Every put of ``pending`` done: its files listed in id order, or its first error the stream's."""
+        for item in pending:
+            for future in item.puts:
+                try:
+                    item.files.append(future.result())
+                except RetainError as error:
+                    item.error = item.error or error
+            item.puts = []
+            if item.error is None:
+                item.files.sort(key=lambda file: file.first)
 
 
 class _Lazy(Executor):
-    """A one-thread executor whose thread starts with its first task."""
+    """An executor of ``threads`` threads (one by default) that start with its first task."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, name: str, threads: int = 1) -> None:
+        self.name, self.threads = name, threads
         self._pool: ThreadPoolExecutor | None = None
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix=self.name)
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=self.name)
         return self._pool.submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
@@ -202,6 +251,8 @@ def fold(conn: Any, stream: Stream, archive: Archive, upto: str | datetime | Str
         WrongTypeError, ServerError, ServerUnavailable: from Redis.
         ArchiveError: from the store or the table; W is then where the last commit put it.
         ArchiveNeedsMigration: a format-1 archive, before anything is read.
+        ArchiveGap: the live stream lost entries after W that the archive does not hold
+            (:mod:`retain.archive.gap`): nothing is folded over the gap.
         UnarchivableEntry: an entry the table's columns cannot hold.
 
     Example:
@@ -214,10 +265,15 @@ def fold(conn: Any, stream: Stream, archive: Archive, upto: str | datetime | Str
     archive.check_writable()
     if boundary is None:
         boundary = _last_id(conn, key)
-    watermark = archive.watermark(stream)
+    info = live_info(conn, key)  # before W: see retain.archive.gap
+    watermark, ordinal = archive.positions([stream])[key]
     if boundary is None:
         return FoldResult(key, 0, 0, watermark, archive.version)
-    return _Folder(conn, stream, archive, boundary, count, segment_entries, progress).run(watermark, min_entries)
+    missing = gap(key, info, watermark, ordinal)
+    if missing is not None:
+        raise missing
+    folder = _Folder(conn, stream, archive, boundary, count, segment_entries, progress)
+    return folder.run(watermark, min_entries, info, ordinal)
 
 
 class _Folder:
@@ -235,7 +291,8 @@ class _Folder:
         if self.progress is not None:
             self.progress(FoldProgress(kind, self.entries, pending, watermark))
 
-    def run(self, watermark: StreamId | None, min_entries: int) -> FoldResult:
+    def run(self, watermark: StreamId | None, min_entries: int, info: LiveInfo | None = None,
+            ordinal: int = 0) -> FoldResult:
         with ExitStack() as stack:
             workers = _Workers(stack)
             while watermark is None or watermark < self.boundary:
@@ -256,15 +313,16 @@ class _Folder:
                 encoded = writer.finish()
                 stored = self.archive.put_file(self.stream, encoded)
                 self._tell("file", watermark, writer.count)
+                after = next_ordinal(info, watermark, ordinal, encoded.count)
                 try:
-                    self.archive.commit([Advance(self.key, watermark, encoded.last, (stored,))])
+                    self.archive.commit([Advance(self.key, watermark, encoded.last, (stored,), after)])
                 except ArchiveConflict:
                     # The fence: a rival owns this step of W. Take its W and go on from it.
                     self.races += 1
-                    watermark = self.archive.watermark(self.stream)
+                    watermark, ordinal = self.archive.positions([self.stream])[self.key]
                     self._tell("race", watermark)
                     continue
-                watermark = encoded.last
+                watermark, ordinal = encoded.last, after
                 self.entries += encoded.count
                 self.files += 1
                 self._tell("commit", watermark)
@@ -362,12 +420,20 @@ class _Pending:
     left: int = 0
     races: int = 0
     error: RetainError | None = None
+    #: the live stream's counters, read before W (retain.archive.gap); W's ordinal as the beat read it
+    info: LiveInfo | None = None
+    ordinal: int = 0
+    #: its data files on their way to the store (see _Storer)
+    puts: list[Future[ArchivedFile]] = field(default_factory=list)
+    #: every live entry after W up to the boundary, when one pipelined XRANGE read them all (_read_tails)
+    tail: list[Any] | None = None
 
 
 def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], archive: Archive,
                        now: datetime | None = None, *, count: int = DEFAULT_COUNT,
                        segment_entries: int = DEFAULT_SEGMENT_ENTRIES, min_entries: int = 1,
-                       limit: int | None = None) -> tuple[FoldTrimOutcome, ...]:
+                       limit: int | None = None,
+                       cancelled: Callable[[], bool] | None = None) -> tuple[FoldTrimOutcome, ...]:
     """Fold every stream of ``targets`` as :func:`fold_then_trim` would, in **one** commit, then trim each.
 
     Each stream: its boundary, W (all from one snapshot), what waits between
@@ -380,6 +446,13 @@ def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], arch
     rival commits some of the same streams first, those are read again from
     the rival's W and the commit is tried again (INV-FENCE).
 
+    ``cancelled`` (the retention driver's deadline) is asked before each
+    stream is read, before the commit and before each trim: once it answers
+    True no further step starts, and every stream not yet done fails with
+    :class:`~retain.errors.ArchiveTimeout`. A call the driver gave up on
+    therefore never trims after its beat (files already stored stay unlisted
+    by any commit; vacuum removes them).
+
     Raises:
         InvalidInput, InvalidWindow: a size, limit or window refused before any I/O.
         ArchiveNeedsMigration: a format-1 archive.
@@ -391,24 +464,34 @@ def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], arch
         now = utc_now()
     for stream, window in targets:
         xtrim_command(stream, window, now)  # every stream and window checked before any I/O
+    stop = _Stop(cancelled)
     archive.check_writable()
     pending = [_Pending(stream, key_of(stream), window) for stream, window in targets]
-    for item in pending:
-        try:
-            item.boundary = fold_boundary(conn, item.stream, item.window, now)
-        except RetainError as error:
-            item.error = error
+    # One pipeline of XINFO STREAM (the gap check's counters, and each length), one of the XRANGEs that
+    # find the MaxLen boundaries: a beat of 1,000 streams makes two round trips here, not 2,000.
+    _read_infos(conn, pending)
     reader = raw_reader(conn)
     with ExitStack() as stack:
         workers = _Workers(stack)
-        _, watermarks = archive.watermarks(item.stream for item in pending if item.error is None)
+        positions = archive.positions(item.stream for item in pending if item.error is None)
+        for item in pending:
+            if item.error is None:
+                item.before, item.ordinal = positions[item.key]
+                item.after = item.before
+                item.error = gap(item.key, item.info, item.before, item.ordinal)
+        # Most streams of a beat hold a few entries after W: one pipeline reads them all, boundaries included.
+        _read_tails(reader, pending, now, min(count, segment_entries))
+        _boundaries(conn, [item for item in pending if item.tail is None], now)
         unavailable: ArchiveUnavailable | None = None
         for item in pending:
             if item.error is not None:
                 continue
-            item.before = item.after = watermarks[item.key]
+            unavailable = unavailable or workers.storer.unavailable
             if unavailable is not None:
                 item.error = unavailable
+                continue
+            if stop.now():
+                item.error = stop.error("read")
                 continue
             _read_stream(reader, item, archive, count, segment_entries, min_entries, workers)
             if isinstance(item.error, ArchiveUnavailable):
@@ -416,8 +499,109 @@ def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], arch
                 unavailable = ArchiveUnavailable(f"not folded this beat: the archive was unavailable to {item.key} "
                                                  f"({item.error})")
                 unavailable.__cause__ = item.error
-        _commit(reader, pending, archive, count, segment_entries, min_entries, workers)
-    return tuple(_trimmed(conn, item, archive, min_entries, limit) for item in pending)
+        workers.storer.wait(pending)
+        if stop.now():
+            for item in pending:
+                item.error = item.error or stop.error("committed")
+        else:
+            _commit(reader, pending, archive, count, segment_entries, min_entries, workers)
+    return _trim_all(conn, pending, archive, min_entries, limit, stop)
+
+
+class _Stop:
+    """The caller's ``cancelled`` question, remembered once it answered True."""
+
+    def __init__(self, cancelled: Callable[[], bool] | None) -> None:
+        self.cancelled, self.stopped = cancelled, False
+
+    def now(self) -> bool:
+        if not self.stopped and self.cancelled is not None:
+            self.stopped = bool(self.cancelled())
+        return self.stopped
+
+    def error(self, step: str) -> ArchiveTimeout:
+        return ArchiveTimeout(f"not {step} this beat: the beat's deadline for the archive passed first")
+
+
+def _read_tails(reader: Any, pending: list[_Pending], now: datetime | None, count: int) -> None:
+    """For each stream, XRANGE after W (up to ``count`` entries), all in one pipeline; where that is everything
+    after W, the boundary comes from it too and the fold needs no other read (``item.tail``).
+
+    A MaxLen(n) window drops all but the n newest entries: if the reply holds every entry after W, the
+    boundary is its (n+1)-th newest when it has more than n, else it lies at or below W and is asked for
+    the long way. An age or id window's boundary is known without I/O: the reply stops there.
+    """
+    asked: list[tuple[_Pending, Window]] = []
+    commands: list[tuple[str, ...]] = []
+    for item in pending:
+        if item.error is not None:
+            continue
+        window: Window = item.window.resolve(require_aware(now, "now")) if isinstance(item.window, MaxAge) \
+            else item.window
+        high = "+"
+        if isinstance(window, (MinId, MinStreamId)):
+            floor = StreamId.parse(window.floor)
+            if floor == StreamId(0, 0):
+                continue  # drops nothing: the long way says so
+            high = str(floor.predecessor())
+        low = "-" if item.before is None else "(" + str(item.before)
+        asked.append((item, window))
+        commands.append(("XRANGE", item.key, low, high, "COUNT", str(count)))
+    answers = _send_all(reader, commands)
+    for (item, asked_window), answer in zip(asked, answers):
+        if isinstance(answer, RetainError) or len(answer) >= count:
+            continue  # the long way: its error reported there, or more waits than one reply holds
+        if isinstance(asked_window, MaxLen):
+            if len(answer) <= asked_window.count:
+                continue  # the boundary is at or below W
+            cut = len(answer) - asked_window.count
+            item.boundary, item.tail = StreamId.parse(answer[cut - 1][0]), answer[:cut]
+        elif isinstance(asked_window, (MinId, MinStreamId)):
+            item.boundary = StreamId.parse(asked_window.floor).predecessor()
+            item.tail = answer
+
+
+def _boundaries(conn: Any, pending: list[_Pending], now: datetime | None) -> None:
+    """Each stream's boundary, as :func:`fold_boundary` finds it, with the lengths XINFO gave and the
+    XRANGEs a MaxLen window needs sent in one pipeline."""
+    asked: list[tuple[_Pending, tuple[str, ...]]] = []
+    for item in pending:
+        if item.error is not None:
+            continue
+        window = item.window
+        if not isinstance(window, MaxLen) or item.info is None:
+            # No I/O for an age or id floor; a key XINFO could not read goes the long way (its error is its own).
+            try:
+                item.boundary = fold_boundary(conn, item.stream, window, now)
+            except RetainError as error:
+                item.error = error
+            continue
+        dropped = item.info.length - window.count
+        if dropped <= 0:
+            continue
+        command: tuple[str, ...] = (
+            ("XRANGE", item.key, "-", "+", "COUNT", str(dropped)) if dropped <= window.count + 1
+            else ("XREVRANGE", item.key, "+", "-", "COUNT", str(window.count + 1)))
+        asked.append((item, command))
+    answers = _send_all(conn, [command for _, command in asked])
+    for (item, _), answer in zip(asked, answers):
+        if isinstance(answer, RetainError):
+            item.error = answer
+        elif answer:
+            item.boundary = StreamId.parse(answer[-1][0])
+
+
+def _read_infos(conn: Any, pending: list[_Pending]) -> None:
+    """Each stream's live counters, in one pipeline, before any W is read (see retain.archive.gap)."""
+    keys = [item.key for item in pending if item.error is None]
+    try:
+        infos = live_infos(conn, keys)
+    except RetainError as error:
+        for item in pending:
+            item.error = item.error or error
+        return
+    for item in pending:
+        item.info = infos.get(item.key)
 
 
 def _read_stream(conn: Any, item: _Pending, archive: Archive, count: int, segment_entries: int, min_entries: int,
@@ -425,22 +609,26 @@ def _read_stream(conn: Any, item: _Pending, archive: Archive, count: int, segmen
     """Store what waits after ``item.before`` up to its boundary as files, as :func:`fold` would (one commit
     for them all to come); a RetainError is the stream's (``item.error``)."""
     item.files, item.entries, item.left, item.after = [], 0, 0, item.before
+    tail, item.tail = item.tail, None  # good once: a re-read after a rival's commit goes the long way
     if item.boundary is None or (item.before is not None and item.before >= item.boundary):
         return
     low = item.before.successor() if item.before is not None else StreamId(0, 0)
     try:
+        if tail is not None:
+            _store_tail(item, tail, archive, min_entries, workers)
+            return
         while True:
             writer, exhausted = _read_file(conn, item.key, low, item.boundary, count=count, limit=segment_entries,
                                            workers=workers)
             if not writer.count:
                 return
-            if exhausted and not item.files and plan_fold_trim(
+            if exhausted and not item.files and not item.puts and plan_fold_trim(
                     item.boundary, item.before, writer.count, min_entries=min_entries).fold is None:
                 item.left = writer.count  # too few waiting: leave them for a later, larger file
                 writer.abandon()
                 return
             encoded = writer.finish()
-            item.files.append(archive.put_file(item.stream, encoded))
+            workers.storer.put(archive, item, encoded)
             item.entries += encoded.count
             item.after = encoded.last
             if exhausted:
@@ -450,6 +638,22 @@ def _read_stream(conn: Any, item: _Pending, archive: Archive, count: int, segmen
         item.error = error
 
 
+def _store_tail(item: _Pending, tail: list[Any], archive: Archive, min_entries: int, workers: _Workers) -> None:
+    """What :func:`_read_stream` does with entries already read: one file of them, or none if too few."""
+    assert item.boundary is not None
+    if not tail:
+        return
+    if plan_fold_trim(item.boundary, item.before, len(tail), min_entries=min_entries).fold is None:
+        item.left = len(tail)  # too few waiting: leave them for a later, larger file
+        return
+    writer = FileWriter(item.key)
+    writer.add(tail)
+    encoded = writer.finish()
+    workers.storer.put(archive, item, encoded)
+    item.entries += encoded.count
+    item.after = encoded.last
+
+
 def _commit(conn: Any, pending: list[_Pending], archive: Archive, count: int, segment_entries: int,
             min_entries: int, workers: _Workers) -> None:
     """Commit every stream's files and W at once; when a rival wins, re-read the streams it moved and retry."""
@@ -457,7 +661,8 @@ def _commit(conn: Any, pending: list[_Pending], archive: Archive, count: int, se
         moving = [item for item in pending if item.error is None and item.files]
         if not moving:
             return
-        changes = [Advance(item.key, item.before, item.after, tuple(item.files))  # type: ignore[arg-type]
+        changes = [Advance(item.key, item.before, item.after, tuple(item.files),  # type: ignore[arg-type]
+                           next_ordinal(item.info, item.before, item.ordinal, item.entries))
                    for item in moving]
         try:
             archive.commit(changes)
@@ -467,31 +672,68 @@ def _commit(conn: Any, pending: list[_Pending], archive: Archive, count: int, se
                 for item in moving:
                     item.error = conflict
                 return
-            _, watermarks = archive.watermarks(item.stream for item in moving)
+            positions = archive.positions(item.stream for item in moving)
             for item in moving:
-                if watermarks[item.key] != item.before:
+                if positions[item.key][0] != item.before:
                     # A rival folded this stream: its files stay unlisted; go on from the rival's W.
                     item.races += 1
-                    item.before = watermarks[item.key]
+                    item.before, item.ordinal = positions[item.key]
                     _read_stream(conn, item, archive, count, segment_entries, min_entries, workers)
+            workers.storer.wait(moving)
         except RetainError as error:
             for item in moving:
                 item.error = error
             return
 
 
-def _trimmed(conn: Any, item: _Pending, archive: Archive, min_entries: int, limit: int | None) -> FoldTrimOutcome:
-    if item.error is not None:
-        return FoldTrimOutcome(item.key, error=item.error)
-    folded = FoldResult(item.key, item.entries if item.files else 0, len(item.files), item.after, archive.version,
-                        item.races, item.left)
-    if item.boundary is None:
-        return FoldTrimOutcome(item.key, FoldTrimResult(folded, None, None, 0))
-    plan = plan_fold_trim(item.boundary, item.after, item.left, min_entries=min_entries, approx=item.window.approx)
-    if plan.trim is None:
-        return FoldTrimOutcome(item.key, FoldTrimResult(folded, item.boundary, None, 0))
+def _trim_all(conn: Any, pending: list[_Pending], archive: Archive, min_entries: int, limit: int | None,
+              stop: _Stop) -> tuple[FoldTrimOutcome, ...]:
+    """Each stream's outcome; the trims of those that fold let go, in one pipeline (one answer each)."""
+    outcomes: dict[str, FoldTrimOutcome] = {}
+    trims: list[tuple[_Pending, FoldResult, MinStreamId]] = []
+    stopped = stop.now()
+    version = archive.version if any(item.error is None for item in pending) else -1
+    for item in pending:
+        if item.error is not None:
+            outcomes[item.key] = FoldTrimOutcome(item.key, error=item.error)
+            continue
+        if stopped:
+            outcomes[item.key] = FoldTrimOutcome(item.key, error=stop.error("trimmed"), trimming=True)
+            continue
+        folded = FoldResult(item.key, item.entries if item.files else 0, len(item.files), item.after, version,
+                            item.races, item.left)
+        if item.boundary is None:
+            outcomes[item.key] = FoldTrimOutcome(item.key, FoldTrimResult(folded, None, None, 0))
+            continue
+        plan = plan_fold_trim(item.boundary, item.after, item.left, min_entries=min_entries,
+                              approx=item.window.approx)
+        if plan.trim is None:
+            outcomes[item.key] = FoldTrimOutcome(item.key, FoldTrimResult(folded, item.boundary, None, 0))
+            continue
+        trims.append((item, folded, plan.trim))
+    answers = _send_all(conn, [xtrim_command(item.stream, window, limit=limit) for item, _, window in trims])
+    for (item, folded, window), answer in zip(trims, answers):
+        if isinstance(answer, RetainError):
+            outcomes[item.key] = FoldTrimOutcome(item.key, error=answer, trimming=True)
+        else:
+            outcomes[item.key] = FoldTrimOutcome(item.key, FoldTrimResult(folded, item.boundary, window, int(answer)))
+    return tuple(outcomes[item.key] for item in pending)
+
+
+def _send_all(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
+    """Every command in one pipeline: each one's answer, or the RetainError it met (a lost connection: all)."""
+    if not commands:
+        return []
     try:
-        removed = trim(conn, item.stream, plan.trim, limit=limit)
+        with translate_errors():
+            pipe = conn.pipeline(transaction=False)
+            try:
+                for command in commands:
+                    pipe.execute_command(*command)
+                answers: list[Any] = pipe.execute(raise_on_error=False)
+            finally:
+                pipe.reset()
     except RetainError as error:
-        return FoldTrimOutcome(item.key, error=error, trimming=True)
-    return FoldTrimOutcome(item.key, FoldTrimResult(folded, item.boundary, plan.trim, removed))
+        return [error] * len(commands)
+    return [as_retain_error(answer, command[1]) if isinstance(answer, BaseException) else answer
+            for command, answer in zip(commands, answers)]

@@ -22,6 +22,9 @@ Each stream's state rides in the table's app transactions (Delta's ``txn``
 actions, one version per app id), read in constant time from a snapshot:
 
 - ``<key>/ms`` and ``<key>/seq``: the watermark W (the highest archived id);
+- ``<key>/n``: the ordinal of W among every entry ever added to the live
+  stream (Redis's ``entries-added``), 0 when unknown: how a gap between the
+  archive and the live stream is seen (:mod:`retain.archive.gap`);
 - ``<key>/rewrite``: how many rewrites (compaction, expiry) the stream's files
   have had: the fence between two maintainers;
 - ``<key>/expired``: the millisecond before which the stream's rows expired.
@@ -45,6 +48,7 @@ __all__ = [
     "file_name",
     "file_range",
     "key_of_dir",
+    "ordinal_txn",
     "rewrite_txn",
     "stream_dir",
     "watermark_txns",
@@ -90,6 +94,11 @@ def commit_path(version: int) -> str:
 def watermark_txns(key: str) -> tuple[str, str]:
     """The app ids holding W of ``key``: its milliseconds and its sequence number."""
     return f"{key}/ms", f"{key}/seq"
+
+
+def ordinal_txn(key: str) -> str:
+    """The app id holding the ordinal of W of ``key``: W was the n-th entry ever added to the stream (0: unknown)."""
+    return f"{key}/n"
 
 
 def rewrite_txn(key: str) -> str:

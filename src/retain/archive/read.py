@@ -37,7 +37,8 @@ from retain._redis import translate_errors
 from retain.archive.columns import Entry, Text, chunk_arrays, entries_of, entries_table
 from retain.archive._pipeline import raw_reader
 from retain.archive.table import Archive, ArchivedFile
-from retain.errors import ArchiveObjectMissing, InvalidInput
+from retain.archive.gap import gap, live_info
+from retain.errors import ArchiveCorrupt, ArchiveObjectMissing, InvalidInput
 from retain.ids import StreamId, lower_bound, upper_bound
 from retain.streams.keys import Stream, key_of
 
@@ -74,6 +75,9 @@ def read(conn: Any, stream: Stream, archive: Archive, start: str | datetime | St
     Raises:
         InvalidStreamName, InvalidStreamId, InvalidInput: at the call, before any I/O.
         WrongTypeError, ServerError, ServerUnavailable, ArchiveError: while iterating.
+        ArchiveGap: entries of the range are neither archived nor live (:mod:`retain.archive.gap`):
+            the live stream was trimmed past W, or the archive lost a commit; raised before any entry.
+        ArchiveCorrupt: a data file the table lists is missing from the store or damaged (named).
 
     Example:
         >>> list(read(conn, StreamRef("codemojex", "activity"), archive, "1789171200000-0", "1789171200001"))
@@ -136,6 +140,7 @@ Archived = Callable[[ArchivedFile, StreamId, StreamId], Iterable[tuple[StreamId,
 
 def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId, high: StreamId, count: int,
            archived: Archived[T], live: Callable[[list[Any]], T]) -> Iterator[T]:
+    _refuse_gap(conn, stream, key, archive, low, high)
     position: StreamId | None = low  # the smallest id not yet yielded; None once past the largest id
     while position is not None and position <= high:
         with translate_errors(key):
@@ -160,6 +165,21 @@ def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId,
             return  # the live range held nothing more when the chunk was read; the archive was read after
 
 
+def _refuse_gap(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId, high: StreamId) -> None:
+    """Raise ArchiveGap when entries of ``low..high`` are neither archived nor live (:mod:`retain.archive.gap`).
+
+    The live counters are read before W, as the check needs. One XINFO STREAM per read.
+    """
+    info = live_info(conn, key)
+    watermark, ordinal = archive.positions([stream])[key]
+    missing = gap(key, info, watermark, ordinal)
+    if missing is None or info is None or watermark is None:
+        return
+    # The lost entries lie strictly between W and the first live entry.
+    if high > watermark and (info.first is None or low < info.first):
+        raise missing
+
+
 def _archived_part(archive: Archive, stream: Stream, low: StreamId, top: StreamId,
                    archived: Archived[T]) -> Iterator[T]:
     """The archive's rows of ``low..top``, file after file as the latest snapshot lists them.
@@ -171,18 +191,23 @@ def _archived_part(archive: Archive, stream: Stream, low: StreamId, top: StreamI
     an error (INV-NOSILENTGAP).
     """
     position = low
+    name = ""
     for attempt in (1, 2):
         try:
             for file in archive.files(stream, position, top):
+                name = file.path
                 for last, rows in archived(file, position, top):
                     yield rows
                     if last >= top:
                         return
                     position = last.successor()
             return
-        except ArchiveObjectMissing:
+        except ArchiveObjectMissing as missing:
             if attempt == 2:
-                raise
+                # Listed by the latest snapshot and still not in the store: damage, never fewer rows in silence.
+                raise ArchiveCorrupt(f"data file {name!r} is listed by the table's log (version {archive.version}) "
+                                     "but is not in the store: the archive is damaged (`retain archive verify` "
+                                     "names every damaged object)") from missing
 
 
 def _successor(entry_id: StreamId) -> StreamId | None:

@@ -54,6 +54,7 @@ from retain.archive.layout import (
     PARTITION,
     commit_path,
     expired_txn,
+    ordinal_txn,
     file_name,
     file_range,
     rewrite_txn,
@@ -151,6 +152,8 @@ class Advance:
     before: StreamId | None
     after: StreamId
     files: tuple[ArchivedFile, ...]
+    #: W's ordinal after the change: it was the n-th entry ever added to the live stream (0: unknown)
+    ordinal: int = 0
 
     def __post_init__(self) -> None:
         # delta-rs takes any version for an app id: that W only grows is checked here.
@@ -201,6 +204,8 @@ class Archive:
         self._format: int | None = None
         self._legacy: LegacyStore | None = None
         self._watermarks: dict[str, StreamId | None] = {}
+        #: app id -> its version in the snapshot (delta-rs reads one in milliseconds: a beat reads thousands)
+        self._txns: dict[str, int | None] = {}
         self._index: dict[str, tuple[ArchivedFile, ...]] | None = None
 
     def __repr__(self) -> str:
@@ -255,7 +260,7 @@ class Archive:
         assert self._table is not None
         version = self._table.version()
         if version != self._version:
-            self._version, self._watermarks, self._index = version, {}, None
+            self._version, self._watermarks, self._txns, self._index = version, {}, {}, None
             retention = _interval(self.properties().get("delta.logRetentionDuration", ""))
             if retention is not None:
                 self._trusted_for = retention.total_seconds() / 2
@@ -322,6 +327,15 @@ class Archive:
         with self._lock:
             return self._version, {key: self._watermark(key) for key in keys}
 
+    def positions(self, streams: Iterable[Stream]) -> dict[str, tuple[StreamId | None, int]]:
+        """W of each stream and its ordinal (0: unknown; see :mod:`retain.archive.gap`), from one snapshot."""
+        keys = [key_of(stream) for stream in streams]
+        self._current()
+        if self._legacy is not None:
+            return {key: (self._legacy.manifest(key).watermark, 0) for key in keys}
+        with self._lock:
+            return {key: (self._watermark(key), self._txn(ordinal_txn(key)) or 0) for key in keys}
+
     def _watermark(self, key: str) -> StreamId | None:
         if key not in self._watermarks:
             self._watermarks[key] = self._txn_watermark(key)
@@ -332,8 +346,7 @@ class Archive:
         if table is None:
             return None
         ms_id, seq_id = watermark_txns(key)
-        with translate_errors(f"reading W of {key!r}"):
-            ms, seq = table.transaction_version(ms_id), table.transaction_version(seq_id)
+        ms, seq = self._txn(ms_id), self._txn(seq_id)
         if ms is None:
             return None
         return StreamId(ms, seq or 0)
@@ -342,8 +355,10 @@ class Archive:
         table = self._table
         if table is None:
             return None
-        with translate_errors(f"reading {app_id!r}"):
-            return table.transaction_version(app_id)
+        if app_id not in self._txns:
+            with translate_errors(f"reading {app_id!r}"):
+                self._txns[app_id] = table.transaction_version(app_id)
+        return self._txns[app_id]
 
     def state(self, stream: Stream) -> StreamState:
         """``stream`` as of the latest snapshot: W, its files in id order, how far expiry reached."""
@@ -524,6 +539,7 @@ class Archive:
                 txns += _transactions(change)
             table = self._table
             assert table is not None
+            before, known, watermarks = self._version, dict(self._txns), dict(self._watermarks)
             try:
                 with translate_errors(f"committing {operation} of {', '.join(sorted({c.stream for c in changes}))}"):
                     table.create_write_transaction(
@@ -535,6 +551,11 @@ class Archive:
                 # The commit (or the rival that beat it) is in the log either way.
                 with translate_errors(f"reading the table {self.location.table_uri!r}"):
                     self._refresh()
+            if self._version == before + 1 and before >= 0:
+                # Ours is the only commit since the snapshot the caches hold: they stay, with what it wrote.
+                self._txns = known | {txn.app_id: txn.version for txn in txns}
+                self._watermarks = watermarks | {change.stream: change.after for change in changes
+                                                 if isinstance(change, Advance)}
             return self._version
 
     def _check_fence(self, change: Change) -> None:
@@ -649,7 +670,8 @@ def _actions(change: Change, now: int) -> list[AddAction | RemoveAction]:
 def _transactions(change: Change) -> list[Transaction]:
     if isinstance(change, Advance):
         ms_id, seq_id = watermark_txns(change.stream)
-        return [Transaction(ms_id, change.after.ms), Transaction(seq_id, change.after.seq)]
+        return [Transaction(ms_id, change.after.ms), Transaction(seq_id, change.after.seq),
+                Transaction(ordinal_txn(change.stream), change.ordinal)]
     found = [Transaction(rewrite_txn(change.stream), change.rewrites + 1)]
     if change.expired_before is not None:
         found.append(Transaction(expired_txn(change.stream), change.expired_before))

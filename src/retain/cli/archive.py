@@ -1,5 +1,5 @@
 """``retain archive``: fold a stream into the archive's table, read archive and live as one, list what is
-kept, query it with SQL, maintain it, and migrate a format-1 archive.
+kept, query it with SQL, maintain it, migrate a format-1 archive, and verify it whole.
 
 The archive's library (pyarrow, deltalake, obstore) is imported by the commands
 that use it, so that every other ``retain`` command starts without it.
@@ -86,6 +86,7 @@ def archive() -> None:
         retain archive ls codemojex activity
         retain archive query codemojex activity "SELECT count(*) FROM entries"
         retain archive maintain --max-age 400d
+        retain archive verify /var/lib/retain/archive
     """
 
 
@@ -401,3 +402,42 @@ def migrate_command(file_entries: int, archive_url: str, s3_endpoint: str | None
                    f"W = {stream.watermark or 'none'}")
     click.echo(f"migrated {report.entries} entries of {len(report.streams)} streams, every id checked once "
                f"(table version {report.version}), in {report.elapsed:.1f} s")
+
+
+@archive.command("verify")
+@click.argument("location", metavar="[URL]", required=False)
+@click.option("--url", "redis_url", metavar="REDIS_URL",
+              help="Also check each stream against its live stream on this Redis: entries trimmed past W "
+                   "(or a W the archive lost) are a gap.")
+@_archive_options
+def verify_command(location: str | None, redis_url: str | None, archive_url: str, s3_endpoint: str | None,
+                   s3_region: str | None) -> None:
+    """Check a whole archive: every data file readable, every page checksum, W consistent with the data.
+
+    URL (or --archive) names the archive. Every file the table's log lists is
+    read in full; each damaged object (a missing or damaged data file, an
+    unreadable log, a stream whose W the data does not match) is printed on a
+    line of its own, and the command exits 1. Nothing is repaired. Exits 0
+    when the archive is whole.
+
+    \b
+    Example:
+        retain archive verify /var/lib/retain/archive
+        retain archive verify s3://logs/retain --s3-endpoint http://127.0.0.1:8333 --url redis://127.0.0.1:6379/0
+    """
+    from retain.archive.verify import verify
+
+    store = _open(location or archive_url, s3_endpoint, s3_region)
+    conn = connect(redis_url) if redis_url is not None else None
+    try:
+        report = verify(store, conn)
+    finally:
+        if conn is not None:
+            conn.close()
+    for damage in report.damage:
+        click.echo(f"DAMAGED {damage}")
+    verdict = "whole" if report.ok else f"DAMAGED: {len(report.damage)} problems"
+    click.echo(f"{report.url}: {verdict}; {report.streams} streams, {report.files} files, {report.rows} rows "
+               f"read and checksummed (table version {report.version})")
+    if not report.ok:
+        raise SystemExit(1)

@@ -55,8 +55,16 @@ def _where(server: Any, socket_path: str | None) -> str:
 @click.option("--socket", "socket_path", help="Unix socket PATH to serve on, instead of --listen.")
 @click.option("--max-document-bytes", type=int, default=Limits().max_bytes, show_default=True,
               help="The largest request document accepted.")
+@click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False),
+              help="TOML token file of the callers docd accepts (docs/docd.md); docd enforces their permissions.")
+@click.option("--owner-token", envvar="RETAIN_OWNER_TOKEN", show_envvar=True,
+              help="The secret docd presents to logd and every controller.")
+@click.option("--insecure", is_flag=True, help="Serve a non-loopback address without --tokens (anyone may write).")
+@click.option("--socket-mode", default="0600", show_default=True,
+              help="Permission mode (octal) of the --socket file; whatever the umask.")
 def serve_command(mounts_file: str, logd_address: str | None, listen: str | None, socket_path: str | None,
-                  max_document_bytes: int) -> None:
+                  max_document_bytes: int, tokens_file: str | None, owner_token: str | None, insecure: bool,
+                  socket_mode: str) -> None:
     """Serve docd: each request goes to the owner of its path.
 
     A retain request is split by owner, sent to every owner at once with one
@@ -68,7 +76,9 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
     Example:
         retain docd serve --mounts mounts.toml
         retain docd serve --mounts mounts.toml --logd unix:/tmp/logd.sock --socket /tmp/docd.sock
+        retain docd serve --mounts mounts.toml --tokens callers.toml --owner-token "$DOCD_SECRET"
     """
+    from retain.cli.logd import server_security
     from retain.daemon import run_daemon
     from retain.docd.mounts import load_mounts
     from retain.docd.server import DocdServer
@@ -76,7 +86,9 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
 
     table = load_mounts(mounts_file).with_logd(logd_address)
     where = _stream_address(listen, socket_path, DEFAULT_LISTEN)
-    running = ThreadedServer(DocdServer(table, limits=Limits(max_bytes=max_document_bytes), **where))
+    tokens, _, mode = server_security(tokens_file, insecure, None, None, socket_mode, [where.get("listen")])
+    running = ThreadedServer(DocdServer(table, limits=Limits(max_bytes=max_document_bytes), tokens=tokens,
+                                        owner_token=owner_token, insecure=insecure, socket_mode=mode, **where))
     mounts = ", ".join(mount.name for mount in table.mounts) or "none"
     run_daemon(running, name="docd", finishing="the requests under way",
                started=lambda: f"docd serving on {_where(running.server, socket_path)}; mounts: {mounts}")
@@ -87,7 +99,11 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
 @click.option("--listen", help="TCP HOST:PORT to serve on.")
 @click.option("--socket", "socket_path", help="Unix socket PATH to serve on, instead of --listen.")
 @click.option("--without", multiple=True, help="A verb not to offer (answered unsupported), repeatable: retain.")
-def controller_command(db: str, listen: str | None, socket_path: str | None, without: tuple[str, ...]) -> None:
+@click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False),
+              help="TOML token file of the callers it accepts (docd's --owner-token among them); docs/logd.md.")
+@click.option("--insecure", is_flag=True, help="Serve a non-loopback address without --tokens (anyone may write).")
+def controller_command(db: str, listen: str | None, socket_path: str | None, without: tuple[str, ...],
+                       tokens_file: str | None, insecure: bool) -> None:
     """Serve a store as a controller: its subtree, paths relative to its mount.
 
     It offers every logd verb but watch (serve with 'retain logd serve' for
@@ -98,15 +114,19 @@ def controller_command(db: str, listen: str | None, socket_path: str | None, wit
     Example:
         retain docd controller --db runs.sqlite3 --socket /tmp/runs.sock
         retain docd controller --db ctl.sqlite3 --listen 127.0.0.1:7501 --without retain
+        retain docd controller --db ctl.sqlite3 --listen 0.0.0.0:7501 --tokens owners.toml
     """
     from retain.daemon import run_daemon
     from retain.docd.controller import Controller, controller_verbs
     from retain.logd import Store
     from retain.wire import ThreadedServer
 
+    from retain.cli.logd import server_security
+
     where = _stream_address(listen, socket_path, None)
     verbs = controller_verbs(without)
+    tokens, _, _ = server_security(tokens_file, insecure, None, None, "0600", [where.get("listen")])
     with Store.open(db) as store:
-        running = ThreadedServer(Controller(store, without=without, **where))
+        running = ThreadedServer(Controller(store, without=without, tokens=tokens, insecure=insecure, **where))
         run_daemon(running, name="controller", finishing="the requests under way", started=lambda: f"controller serving {db} on "
                    f"{_where(running.server, socket_path)}; verbs: {', '.join(verbs)}")

@@ -158,7 +158,8 @@ def _client(url: str, cluster: bool) -> redis.Redis | redis.cluster.RedisCluster
 
 def _driver(conn: Any, policy_file: PolicyFile, archive: Archive | None, **options: Any) -> RetentionDriver:
     return RetentionDriver(conn, policy_file.policy, archive=archive, maintenance=policy_file.maintenance(),
-                           fold_min_entries=policy_file.fold_min_entries, tick=policy_file.tick, **options)
+                           fold_min_entries=policy_file.fold_min_entries, tick=policy_file.tick,
+                           archive_deadline=policy_file.archive_deadline, **options)
 
 
 def _dry_run(conn: Any, policy_file: PolicyFile, archive: Archive | None) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 from retain.errors import InvalidInput, Unsupported
 from retain.logd import Store
 from retain.logd.verbs import VERBS, Context, handle
-from retain.wire import Format, HostPort, Limits, Link, Reply, StreamServer, parse_request
+from retain.wire import Format, HostPort, Limits, Link, Reply, StreamServer, Tokens, parse_request
 
 __all__ = ["UNSUPPORTED", "Controller", "controller_verbs"]
 
@@ -60,22 +60,27 @@ class Controller(StreamServer):
     """``store`` served as a controller on ``listen`` (TCP) and/or ``socket_path`` (Unix).
 
     One worker thread applies every request from every connection in arrival order,
-    as logd's writer does; each connection is one session.
+    as logd's writer does; each connection is one session. With ``tokens`` each connection presents one
+    and its requests are checked as logd checks them; without, a non-loopback ``listen`` needs ``insecure``.
     """
 
     def __init__(self, store: Store, *, without: Iterable[str] = (), listen: HostPort | None = None,
-                 socket_path: str | None = None, limits: Limits = Limits()) -> None:
+                 socket_path: str | None = None, limits: Limits = Limits(), tokens: Tokens | None = None,
+                 insecure: bool = False) -> None:
         self.store = store
         self.verbs = controller_verbs(without)
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="controller")
-        super().__init__(self._conversation, listen=listen, socket_path=socket_path, limits=limits)
+        super().__init__(self._conversation, listen=listen, socket_path=socket_path, limits=limits, tokens=tokens,
+                         insecure=insecure)
 
     async def aclose(self) -> None:
         await super().aclose()
         self.worker.shutdown(wait=True)
 
     def _conversation(self, link: Link) -> _Conversation:
-        return _Conversation(self, Context(self.store, self.store.session()))
+        grant = link.token
+        session = self.store.session() if grant is None else self.store.session(author=grant.name)
+        return _Conversation(self, Context(self.store, session, grant=grant))
 
 
 class _Conversation:

@@ -37,8 +37,8 @@ class Owners:
     an owner in the order sent; a watch gets a connection of its own.
     """
 
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
+    def __init__(self, timeout: float, *, token: str | None = None) -> None:
+        self.timeout, self.token = timeout, token  # token: docd's own, presented to every owner
         self.author: str | None = None
         self.scope: str | None = None
         self._clients: dict[str, AsyncClient] = {}
@@ -47,6 +47,10 @@ class Owners:
     async def call(self, owner: Owner, request: dict[str, Any]) -> dict[str, Any]:
         """Send ``request`` to ``owner`` and return its answer; an owner down is an ``unavailable`` answer."""
         client = self._clients.get(owner.name)
+        if client is not None and client.closed:  # the owner closed it while idle: nothing was sent on it
+            del self._clients[owner.name]
+            await _quietly_close(client)
+            client = None
         try:
             async with asyncio.timeout(self.timeout):
                 if client is None:
@@ -111,7 +115,7 @@ class Owners:
         self._clients.clear()
 
     async def _connect(self, owner: Owner) -> AsyncClient:
-        return await AsyncClient.connect(owner.address, author=self.author, scope=self.scope)
+        return await AsyncClient.connect(owner.address, author=self.author, scope=self.scope, token=self.token)
 
 
 def _as_owner_error(owner: Owner, exc: BaseException, timeout: float) -> LogdError:

@@ -6,6 +6,11 @@ the request (:func:`~retain.docd.router.route`, pure), sends the plan through th
 connection's :class:`~retain.docd.owners.Owners`, and answers. One connection's
 requests are answered one after another, in order.
 
+With ``tokens`` docd enforces the caller's permissions itself, as logd would
+(:func:`~retain.logd.verbs.authorize`: the verb's permission, the authors a request names),
+before anything is routed; the caller's session author is its token's name unless it names
+another its patterns admit. docd reaches the owners with a token of its own (``owner_token``).
+
 Example:
     >>> table = load_mounts("mounts.toml")
     >>> with ThreadedServer(DocdServer(table, listen=("127.0.0.1", 7410))):
@@ -22,7 +27,9 @@ from retain.clock import utc_now
 from retain.docd.mounts import MountTable
 from retain.docd.owners import Owners, fan_out
 from retain.docd.router import Fanout, Forward, SessionChange, answer_forward, delta_from, route
-from retain.wire import Format, HostPort, Limits, Link, Reply, StreamServer, answer_result
+from retain.logd.verbs import authorize
+from retain.wire import DEFAULT_SOCKET_MODE, Format, HostPort, Limits, Link, Reply, StreamServer, Tokens, answer_result
+from retain.wire.requests import parse_request
 
 __all__ = ["DocdServer"]
 
@@ -36,10 +43,12 @@ class DocdServer(StreamServer):
     """
 
     def __init__(self, table: MountTable, *, listen: HostPort | None = None, socket_path: str | None = None,
-                 clock: Clock = utc_now, limits: Limits = Limits()) -> None:
-        self.table, self.clock = table, clock
+                 clock: Clock = utc_now, limits: Limits = Limits(), tokens: Tokens | None = None,
+                 owner_token: str | None = None, insecure: bool = False,
+                 socket_mode: int = DEFAULT_SOCKET_MODE) -> None:
+        self.table, self.clock, self.owner_token = table, clock, owner_token
         super().__init__(lambda link: _Conversation(self, link), listen=listen, socket_path=socket_path,
-                         limits=limits)
+                         limits=limits, tokens=tokens, insecure=insecure, socket_mode=socket_mode)
 
 
 class _Conversation:
@@ -47,9 +56,14 @@ class _Conversation:
 
     def __init__(self, server: DocdServer, link: Link) -> None:
         self.server, self.link = server, link
-        self.owners = Owners(server.table.timeout)
+        self.owners = Owners(server.table.timeout, token=server.owner_token)
+        if link.token is not None:
+            self.owners.author = link.token.name
 
     async def answer(self, request: Any, fmt: Format) -> Reply:
+        if self.link.token is not None:
+            verb, body = parse_request(request)
+            authorize(self.link.token, verb, body)
         plan = route(request, self.server.table, now=self.server.clock())  # the one clock read of this request
         if isinstance(plan, Fanout):
             return Reply(await fan_out(plan, self.owners.call))
@@ -65,6 +79,8 @@ class _Conversation:
         answer, start = await self.owners.watch(
             plan.owner, plan.request, deliver=lambda delta: self.link.send(delta_from(plan.owner, delta), fmt),
             ended=self.link.close)
+        if start is not None:
+            self.link.streaming = True  # quiet, but not idle: it waits for deltas
         return Reply(answer_forward(plan, answer), then=start)
 
     async def aclose(self) -> None:

@@ -4,8 +4,11 @@ Both speak JSON on the wire by default (the tag objects of :mod:`retain.wire.tag
 travel in their JSON spelling), pipeline freely, and raise an error answer as the
 :class:`~retain.errors.LogdError` subclass of its code.
 
+With ``token=SECRET`` a client presents it first (``{auth: {token: SECRET}}``), as a server
+with tokens requires; a refused token raises :class:`~retain.errors.Unauthenticated`.
+
 Example:
-    >>> with Client(("127.0.0.1", 7420), author="verse/ops") as logd:
+    >>> with Client(("127.0.0.1", 7420), author="verse/ops", token=os.environ["RETAIN_TOKEN"]) as logd:
     ...     commit = logd.patch([{"set": "jobs.j1", "value": {"status": "done"}}]).commit
     ...     logd.get("jobs.j1").value
     {'status': 'done'}
@@ -86,7 +89,8 @@ class Client(_Base):
     """A blocking client on one connection (one session). Not for use by several threads at once."""
 
     def __init__(self, address: Address, *, author: str | None = None, scope: str | None = None,
-                 timeout: float = 60.0, fmt: Format = "json", limits: Limits = Limits()) -> None:
+                 timeout: float = 60.0, fmt: Format = "json", limits: Limits = Limits(),
+                 token: str | None = None) -> None:
         super().__init__(fmt, limits)
         family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
@@ -96,8 +100,14 @@ class Client(_Base):
         except OSError as exc:
             self.sock.close()
             raise ServerUnavailable(f"cannot reach logd at {address}: {exc}") from exc
-        if author is not None or scope is not None:
-            self.call("session", author=author, scope=scope)
+        try:
+            if token is not None:
+                self.call("auth", token=token)
+            if author is not None or scope is not None:
+                self.call("session", author=author, scope=scope)
+        except BaseException:
+            self.sock.close()
+            raise
 
     def __enter__(self) -> Client:
         return self
@@ -178,7 +188,7 @@ class AsyncClient(_Base):
 
     @classmethod
     async def connect(cls, address: Address, *, author: str | None = None, scope: str | None = None,
-                      fmt: Format = "json", limits: Limits = Limits()) -> AsyncClient:
+                      fmt: Format = "json", limits: Limits = Limits(), token: str | None = None) -> AsyncClient:
         try:
             if isinstance(address, str):
                 reader, writer = await asyncio.open_unix_connection(address)
@@ -187,9 +197,21 @@ class AsyncClient(_Base):
         except OSError as exc:
             raise ServerUnavailable(f"cannot reach logd at {address}: {exc}") from exc
         client = cls(reader, writer, fmt, limits)
-        if author is not None or scope is not None:
-            await client.call("session", author=author, scope=scope)
+        try:
+            if token is not None:
+                await client.call("auth", token=token)
+            if author is not None or scope is not None:
+                await client.call("session", author=author, scope=scope)
+        except BaseException:
+            writer.close()
+            raise
         return client
+
+    @property
+    def closed(self) -> bool:
+        """Whether the server has closed this connection (an idle one, after its idle timeout): nothing sent on
+        it would be read. A caller may reconnect before sending, knowing nothing was lost."""
+        return self.reader.at_eof() or self.writer.is_closing()
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -120,9 +120,10 @@ def _numbered(message: str) -> str:
 
 
 def send_retain(address: Address, request: dict[str, Any], *, scope: str | None = None,
-                timeout: float = 600.0) -> dict[str, Any]:
-    """Send one retain request over a fresh connection; the whole answer (``result`` or ``error``)."""
-    with Client(address, scope=scope, timeout=timeout) as client:
+                timeout: float = 600.0, token: str | None = None) -> dict[str, Any]:
+    """Send one retain request over a fresh connection (presenting ``token`` if given); the whole answer
+    (``result`` or ``error``)."""
+    with Client(address, scope=scope, timeout=timeout, token=token) as client:
         return client.request(request)
 
 

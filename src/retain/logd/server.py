@@ -15,6 +15,12 @@ between two batches: no client waits for a whole pass. The connection's own requ
 it wait for its answer (and so see all its deletes); behind a plain request they go straight
 to the writer as before.
 
+A ``get`` or ``list`` (:func:`~retain.logd.verbs.reads_only`) does not queue behind the writer: it is
+answered on a reader thread, on a snapshot of a WAL reader connection that thread keeps -- over HTTP at
+once, on a stream once the connection's request before it is answered (so it still sees that
+request's writes), the connection's next request waiting for it in turn. A scoped read over HTTP
+goes to the writer, which makes the scope if it is new.
+
 A ``watch`` subscribes the connection: after its answer, the backlog of deltas and
 then every later commit touching the prefix arrive as ``{delta: {...}}`` documents,
 interleaved with the answers to whatever else the connection sends.
@@ -22,13 +28,19 @@ interleaved with the answers to whatever else the connection sends.
 HTTP ``POST /`` (:func:`~retain.wire.http_app`) takes one document; ``Logd-Author``
 and ``Logd-Scope`` headers set the session. HTTP cannot stream, so ``watch`` there is
 ``unsupported``.
+
+With ``tokens`` (:class:`~retain.wire.Tokens`) every request runs under the caller's token:
+a stream connection presents it first (:func:`~retain.wire.serve_connection`), an HTTP
+request in ``Authorization: Bearer``; the session's author is the token's name unless the
+caller names one its patterns admit, and :func:`~retain.logd.verbs.authorize` checks each
+verb. Without tokens the server is open, and refuses a non-loopback address unless ``insecure``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,9 +49,9 @@ from retain.logd.paths import Path
 from retain.logd.retain import Step, drive_async
 from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
-from retain.logd.verbs import Context, delta_document, handle, staged, steps
-from retain.wire import (Format, HostPort, HttpServer, Limits, Link, Reply, StreamServer, ThreadedServer,
-                         answer_failure, frame, http_app)
+from retain.logd.verbs import Context, delta_document, handle, reads_only, staged, steps
+from retain.wire import (DEFAULT_SOCKET_MODE, ByteBudget, Format, StreamTimeouts, HostPort, HttpServer, HttpTimeouts, Limits, Link, Reply,
+                         StreamServer, ThreadedServer, Token, Tokens, answer_failure, frame, http_app, refuse_open)
 
 __all__ = ["LogdServer", "ServerThread"]
 
@@ -65,6 +77,7 @@ class _Subscription:
 
     def activate(self) -> None:  # on the event loop, right after the watch's answer
         self.active = True
+        self.link.streaming = True  # quiet, but not idle: it waits for deltas
         for data in self.held:
             self.link.write(data)
         self.held.clear()
@@ -106,7 +119,9 @@ class _Conversation:
 
     def __init__(self, server: LogdServer, hub: _Hub, link: Link) -> None:
         self.server, self.hub, self.link = server, hub, link
-        self.context = Context(server.store, server.store.session(), subscribe=self._subscribe)
+        grant = link.token
+        session = server.store.session() if grant is None else server.store.session(author=grant.name)
+        self.context = Context(server.store, session, subscribe=self._subscribe, grant=grant)
         self._subscribed: _Subscription | None = None  # by the request being applied (writer thread)
         self._last: asyncio.Future[Reply] | None = None  # the answer to the request before
         self._last_queued = True  # whether that one went to the writer as it arrived (the writer keeps its order)
@@ -116,6 +131,14 @@ class _Conversation:
         staged request waits for the one before it, then runs its steps."""
         previous, loop = self._last, asyncio.get_running_loop()
         answer: asyncio.Future[Reply]
+        if reads_only(request) and self.server.reads_apart:
+            # Beside the writer, once the request before it is answered; the next one waits for it.
+            if previous is None or previous.done():
+                answer = loop.run_in_executor(self.server.readers, self._read, request, fmt)
+            else:
+                answer = asyncio.ensure_future(self._read_after(previous, request, fmt))
+            self._last, self._last_queued = answer, False
+            return answer
         queued = not staged(request) and (previous is None or previous.done() or self._last_queued)
         if queued:
             answer = loop.run_in_executor(self.server.writer, self._apply, request, fmt)
@@ -131,6 +154,16 @@ class _Conversation:
             return await asyncio.get_running_loop().run_in_executor(self.server.writer, self._apply, request, fmt)
         self.context.format = fmt
         return Reply(await self.server.run_steps(self.context, request))
+
+    async def _read_after(self, previous: asyncio.Future[Reply], request: Any, fmt: Format) -> Reply:
+        await asyncio.wait([previous])
+        return await asyncio.get_running_loop().run_in_executor(self.server.readers, self._read, request, fmt)
+
+    def _read(self, request: Any, fmt: Format) -> Reply:  # on a reader thread
+        with self.server.store.backend.reading(keep=True) as reads:
+            context = Context(self.server.store, self.context.session.on(reads), format=fmt,
+                              grant=self.context.grant)
+            return Reply(handle(context, request))
 
     def _apply(self, request: Any, fmt: Format) -> Reply:  # on the writer thread
         self.context.format = fmt
@@ -151,13 +184,22 @@ class LogdServer:
     """A store served on a stream socket (TCP ``listen`` and/or Unix ``socket_path``) and optionally HTTP."""
 
     def __init__(self, store: Store, *, listen: HostPort | None = None, socket_path: str | None = None,
-                 http: HostPort | None = None, limits: Limits = Limits()) -> None:
-        self.store, self.limits = store, limits
+                 http: HostPort | None = None, limits: Limits = Limits(), tokens: Tokens | None = None,
+                 insecure: bool = False, socket_mode: int = DEFAULT_SOCKET_MODE, tls: tuple[str, str] | None = None,
+                 http_timeouts: HttpTimeouts = HttpTimeouts(), budget: ByteBudget | None = None,
+                 stream_timeouts: StreamTimeouts = StreamTimeouts()) -> None:
+        refuse_open([None if listen is None else listen[0], None if http is None else http[0]], tokens, insecure)
+        self.store, self.limits, self.tokens = store, limits, tokens
+        self.reads_apart = store.backend.reads_apart  # gets and lists on reader threads, beside the writer
+        self.budget = budget if budget is not None else ByteBudget()  # one for every transport
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logd-writer")
         self.readers = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="logd-reader")
-        self._stream = (StreamServer(self._conversation, listen=listen, socket_path=socket_path, limits=limits)
+        self._stream = (StreamServer(self._conversation, listen=listen, socket_path=socket_path, limits=limits,
+                                     tokens=tokens, insecure=insecure, socket_mode=socket_mode,
+                                     budget=self.budget, timeouts=stream_timeouts)
                         if listen is not None or socket_path is not None else None)
-        self._http = HttpServer(http_app(self._answer_http, limits), http) if http is not None else None
+        self._http = (HttpServer(http_app(self._answer_http, limits, http_timeouts, self.budget), http, tls=tls,
+                                 timeouts=http_timeouts) if http is not None else None)
         self._hub: _Hub | None = None
 
     @property
@@ -205,15 +247,25 @@ class LogdServer:
 
     async def _answer_http(self, request: Any, fmt: Format, headers: Mapping[str, str]) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        author, scope = headers.get("logd-author", "anonymous"), headers.get("logd-scope")
+        grant = None if self.tokens is None else self.tokens.bearer(headers)  # 401 before anything else
+        author, scope = headers.get("logd-author"), headers.get("logd-scope")
+        author = (author or "anonymous") if grant is None else grant.author(author)
+        if reads_only(request) and scope is None and self.reads_apart:
+            return await loop.run_in_executor(self.readers, self._read_http, request, fmt, author, grant)
         if not staged(request):
-            return await loop.run_in_executor(self.writer, self._apply_http, request, fmt, author, scope)
+            return await loop.run_in_executor(self.writer, self._apply_http, request, fmt, author, scope, grant)
         session = await loop.run_in_executor(self.writer, self.store.session, author, scope)  # a new scope is a write
-        return await self.run_steps(Context(self.store, session, format=fmt), request)
+        return await self.run_steps(Context(self.store, session, format=fmt, grant=grant), request)
 
-    def _apply_http(self, request: Any, fmt: Format, author: str, scope: str | None) -> dict[str, Any]:
+    def _read_http(self, request: Any, fmt: Format, author: str, grant: Token | None) -> dict[str, Any]:
+        with self.store.backend.reading(keep=True) as reads:  # on a reader thread, a snapshot of its own
+            return handle(Context(self.store, self.store.session(author=author).on(reads), format=fmt,
+                                  grant=grant), request)
+
+    def _apply_http(self, request: Any, fmt: Format, author: str, scope: str | None,
+                    grant: Token | None) -> dict[str, Any]:
         session = self.store.session(author=author, scope=scope)  # on the writer thread
-        return handle(Context(self.store, session, format=fmt), request)
+        return handle(Context(self.store, session, format=fmt, grant=grant), request)
 
 
 class ServerThread(ThreadedServer[LogdServer]):

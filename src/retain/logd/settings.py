@@ -52,7 +52,10 @@ class Settings:
     - ``cutoff`` (``compaction.cutoff``): commits younger than this keep their delta and are all readable;
     - ``tiers`` (``compaction.tiers``): which older commits stay readable as root snapshots; each
       tier's ``every`` a multiple of the one before, each ``keep`` longer;
-    - ``horizon`` (``compaction.horizon``): when set, no history older than this survives.
+    - ``horizon`` (``compaction.horizon``): when set, no history older than this survives;
+    - ``max_patch_ops`` (``limits.patchOps``), ``max_retain_rules`` (``limits.retainRules``),
+      ``max_path_length`` (``limits.pathLength``, in characters): the most one request may ask, so that
+      its cost is bounded before it runs (:mod:`retain.logd.limits`).
     """
 
     read_budget: int = 100_000
@@ -60,9 +63,15 @@ class Settings:
     cutoff: timedelta = timedelta(hours=1)
     tiers: tuple[Tier, ...] = field(default=DEFAULT_TIERS)
     horizon: timedelta | None = None
+    max_patch_ops: int = 10_000
+    max_retain_rules: int = 1_000
+    max_path_length: int = 1_024
 
     def __post_init__(self) -> None:
         _fields.whole_number(self.read_budget, "storage.readBudget", Where("", InvalidSettings), minimum=1)
+        for name, value in (("limits.patchOps", self.max_patch_ops), ("limits.retainRules", self.max_retain_rules),
+                            ("limits.pathLength", self.max_path_length)):
+            _fields.whole_number(value, name, Where("", InvalidSettings), minimum=1)
         if self.synchronous not in SYNCHRONOUS:
             raise InvalidSettings(f"storage.synchronous must be one of {', '.join(SYNCHRONOUS)} "
                                   f"(got {self.synchronous!r})")

@@ -24,6 +24,7 @@ every item's guard held, and one more for the records beneath the items.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -35,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from retain.errors import StorageError
+from retain.errors import StorageError, StoreDamaged
 from retain.logd.sqlite_items import compile_test, cutoff_params
 from retain.logd.storage import SEP, CommitRecord, ItemTest, Row, ScopeRecord, Selected, Selection
 
@@ -209,12 +210,14 @@ class SqliteBackend(_Reads):
     """A :class:`~retain.logd.storage.Backend` on one SQLite file (``":memory:"`` for a throwaway)."""
 
     @_translated
-    def __init__(self, path: str | Path, *, synchronous: str = "full") -> None:
+    def __init__(self, path: str | Path, *, synchronous: str = "full", check_at_open: bool = True) -> None:
         if synchronous not in SYNCHRONOUS:
             raise StorageError(f"storage.synchronous must be one of {', '.join(SYNCHRONOUS)} (got {synchronous!r})")
         self.path = str(path)
         # One writer thread uses this connection at a time; the server guarantees it.
         super().__init__(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False))
+        if check_at_open:
+            self._refuse_damage()
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute(f"PRAGMA synchronous = {synchronous}")
         self._db.execute("PRAGMA secure_delete = ON")
@@ -224,9 +227,27 @@ class SqliteBackend(_Reads):
         # A database only this connection sees (":memory:", "") cannot be read from another.
         self.reads_apart = self.path not in ("", ":memory:") and "mode=memory" not in self.path
         self._checkpoints: _Checkpointer | None = None
+        self._kept = threading.local()  # a reader thread's kept connection (reading(keep=True))
+        self._kept_all: list[sqlite3.Connection] = []
+        self._kept_lock = threading.Lock()
         if self.reads_apart:
             self._db.execute("PRAGMA wal_autocheckpoint = 0")
             self._checkpoints = _Checkpointer(self.path, synchronous)
+
+    def check(self, full: bool = False) -> list[str]:
+        """``PRAGMA quick_check`` (``integrity_check`` when ``full``): the problems SQLite reports, or []."""
+        return _problems(self._db, full)
+
+    def _refuse_damage(self) -> None:
+        """Refuse a damaged file before anything reads or writes it (a damaged store once answered gets with
+        records missing, and took patches, in silence)."""
+        problems = self.check()
+        if problems:
+            self._db.close()
+            shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            raise StoreDamaged(f"the store {self.path} is damaged (PRAGMA quick_check: {shown}); refusing to "
+                               f"serve it: restore it from a backup (`retain logd check --db {self.path}` runs "
+                               f"the full check)")
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -248,22 +269,35 @@ class SqliteBackend(_Reads):
             self._checkpoints.wake()
 
     @contextmanager
-    def reading(self) -> Iterator[_Reads]:
+    def reading(self, *, keep: bool = False) -> Iterator[_Reads]:
         if not self.reads_apart:
             yield self  # the writer's own connection: the caller reads on the writer
             return
+        kept: sqlite3.Connection | None = getattr(self._kept, "db", None) if keep else None
         try:
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA query_only = ON")
-            db.execute("PRAGMA busy_timeout = 10000")
+            db = kept if kept is not None else self._reader()
             db.execute("BEGIN")
             db.execute("SELECT 1 FROM commits LIMIT 1").fetchall()  # the snapshot starts at the first read
         except sqlite3.Error as exc:
             raise StorageError(f"sqlite: {exc}") from exc
+        if keep and kept is None:
+            self._kept.db = db
+            with self._kept_lock:
+                self._kept_all.append(db)
         try:
             yield _Reads(db)
         finally:
-            db.close()  # ends the read transaction
+            if keep:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("COMMIT")  # ends the read transaction; the connection stays for the next read
+            else:
+                db.close()  # ends the read transaction
+
+    def _reader(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA query_only = ON")
+        db.execute("PRAGMA busy_timeout = 10000")
+        return db
 
     @_translated
     def write(self, record: CommitRecord, rows: Iterable[Row], meta: dict[str, str] | None = None) -> None:
@@ -353,7 +387,7 @@ class SqliteBackend(_Reads):
         for number, time, author, scope, ops in self._db.execute(
                 f"SELECT number, time, author, scope, ops FROM commits WHERE number >= ? AND scope IN ({marks}) "
                 "ORDER BY number", (first, *scopes)):
-            yield CommitRecord(number, time, author, scope, None if ops is None else tuple(json.loads(ops)))
+            yield CommitRecord(number, time, author, scope, None if ops is None else _delta(number, ops))
 
     @_translated
     def meta(self, name: str) -> str | None:
@@ -423,7 +457,41 @@ class SqliteBackend(_Reads):
     def close(self) -> None:
         if self._checkpoints is not None:
             self._checkpoints.close()
+        with self._kept_lock:
+            for db in self._kept_all:
+                db.close()
+            self._kept_all.clear()
         self._db.close()
+
+
+def check_file(path: str, full: bool = True) -> list[str]:
+    """The problems SQLite's integrity check finds in the store file ``path``, opened read-only (nothing is
+    made or changed; safe beside a running server); [] when there are none."""
+    try:
+        db = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, isolation_level=None)
+    except sqlite3.Error as exc:
+        return [f"cannot open: {exc}"]
+    try:
+        db.execute("PRAGMA busy_timeout = 10000")
+        return _problems(db, full)
+    finally:
+        db.close()
+
+
+def _problems(db: sqlite3.Connection, full: bool) -> list[str]:
+    try:
+        rows = db.execute(f"PRAGMA {'integrity_check' if full else 'quick_check'}").fetchall()
+    except sqlite3.DatabaseError as exc:  # too damaged to check at all ("file is not a database")
+        return [str(exc)]
+    problems = [str(row[0]) for row in rows]
+    return [] if problems == ["ok"] else problems
+
+
+def _delta(number: int, ops: str) -> tuple[Any, ...]:
+    try:
+        return tuple(json.loads(ops))
+    except (ValueError, TypeError) as exc:
+        raise StoreDamaged(f"the delta of commit {number} does not decode ({exc}): the store is damaged") from exc
 
 
 class _Checkpointer:

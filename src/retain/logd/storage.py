@@ -138,9 +138,10 @@ class Backend(Reads, Protocol):
     def transaction(self) -> AbstractContextManager[None]:
         """One atomic, serialised write: every read inside sees the state it will commit over."""
 
-    def reading(self) -> AbstractContextManager[Reads]:
+    def reading(self, *, keep: bool = False) -> AbstractContextManager[Reads]:
         """A snapshot to read from: every read through it sees the same commits. With :attr:`reads_apart` it
-        is a connection of its own, used by one thread, while the writer goes on committing."""
+        is a connection of its own, used by one thread, while the writer goes on committing. ``keep``: the
+        calling thread's connection is kept open for its next read (a server's reader threads)."""
 
     def write(self, record: CommitRecord, rows: Iterable[Row], meta: dict[str, str] | None = None) -> None:
         """Inside a transaction: append the commit, its row versions (rev = its number) and meta changes."""
@@ -185,5 +186,9 @@ class Backend(Reads, Protocol):
 
     def reclaim(self) -> None:
         """Return freed space to the file system, so removed versions are gone from disk."""
+
+    def check(self, full: bool = False) -> list[str]:
+        """What is damaged in the store, as the database reports it; empty when nothing is. ``full``: every
+        check the database has (slow: reads every page and index), else a quick one (run at open)."""
 
     def close(self) -> None: ...

@@ -33,9 +33,9 @@ from retain.logd.paths import ROOT, Path, check_key, parse
 from retain.logd.schema import Schema
 from retain.logd.settings import Settings
 from retain.logd.sqlite import SqliteBackend
-from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest
+from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest, Reads
 from retain.logd.view import View, list_items, read_value
-from retain.wire import from_plain, to_plain
+from retain.wire import check_author, from_plain, to_plain
 
 __all__ = ["Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written", "delta_for"]
 
@@ -125,8 +125,7 @@ class Store:
 
     def session(self, author: str = "anonymous", scope: str | None = None) -> Session:
         """A session writing as ``author``; with ``scope``, reading and writing that scope (made if new)."""
-        if not isinstance(author, str) or not author or len(author) > 256:
-            raise InvalidRequest(f"an author is a string of 1-256 characters (got {author!r})")
+        check_author(author)
         scope_id = BASELINE
         if scope is not None:
             scope_id = self.backend.create_scope(check_key(scope, "scope name")).id
@@ -167,14 +166,15 @@ class Store:
         self._boundary, self._snapshots = new, snapshots
         return Compaction(new, tuple(snapshots), removed)
 
-    def readable(self, at: int | None) -> int:
-        """The commit a read at ``at`` runs at (the head when None), if history still serves it.
+    def readable(self, at: int | None, head: int | None = None) -> int:
+        """The commit a read at ``at`` runs at (the head when None), if history still serves it; ``head``: the
+        head as the reader sees it (a snapshot's), else the store's.
 
         Raises:
             InvalidRequest: ``at`` is not a commit number up to the head.
             Compacted: no kept snapshot serves ``at``; names the nearest kept commits.
         """
-        head = self.head
+        head = self.head if head is None else head
         if at is None:
             return head
         if type(at) is not int or not 1 <= at <= head:
@@ -193,6 +193,8 @@ class Store:
                 schema: Schema | None = None, plain: bool = False) -> Written:
         """One patch as one commit. With ``plain`` the ops are :data:`~retain.logd.bulk.NewRecords`: written as
         rows when :func:`~retain.logd.bulk.plan_bulk` finds them new records, else parsed for the draft."""
+        if author is not None:
+            check_author(author)
         when = self.clock().timestamp()
         with self.backend.transaction():
             head, last_time = self.backend.head()
@@ -222,7 +224,7 @@ class Store:
             # Commit times never run backwards, even when the clock does: eras stay in order.
             record = CommitRecord(head + 1, max(when, last_time), author or session.author, session.scope_id,
                                   tuple(draft.applied))
-            self.backend.write(record, draft.pending.values(), meta)
+            self.backend.write(record, draft.rows_to_write(), meta)
         if schema is not None:
             self.schema = schema
         return self._published(record)
@@ -233,6 +235,8 @@ class Store:
         selection gave) as one commit, each under its guard, checked by the backend in the statement that
         writes the tombstones. None, and nothing written, when a guard failed: the item moved, or the
         container went, since the pass read it."""
+        if author is not None:
+            check_author(author)
         when = self.clock().timestamp()
         scope = session.scope_id
         container_key = record_key(container)
@@ -282,11 +286,20 @@ def _item_texts(container: Path, keyed: bool, items: Sequence[tuple[str, str]]) 
 class Session:
     """An author and an optional scope; every read and write goes through one."""
 
-    def __init__(self, store: Store, author: str, scope: str | None, scope_id: int) -> None:
+    def __init__(self, store: Store, author: str, scope: str | None, scope_id: int,
+                 reads: Reads | None = None) -> None:
         self.store, self.author, self.scope, self.scope_id = store, author, scope, scope_id
+        self.reads = reads  # a snapshot its reads go through, instead of the writer's connection
+
+    def on(self, reads: Reads) -> Session:
+        """This session reading through ``reads`` (a snapshot on a reader thread): its gets and lists do not
+        wait for the writer. Writes still go to the writer."""
+        return Session(self.store, self.author, self.scope, self.scope_id, reads)
 
     def view(self, at: int | None = None) -> View:
         """The tree as this session sees it at ``at`` (the head when None)."""
+        if self.reads is not None:
+            return View(self.reads, self.store.readable(at, self.reads.head()[0]), self.scope_id)
         return View(self.store.backend, self.store.readable(at), self.scope_id)
 
     def patch(self, ops: Iterable[Op | Mapping[str, Any]], *,

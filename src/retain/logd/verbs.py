@@ -6,6 +6,11 @@ transport answers as ``{error: {code, message}}`` (:func:`retain.wire.answer_fai
 Bodies are checked field by field: an unknown field is an ``invalid_request``, never
 silently ignored.
 
+Where the server has tokens, the connection's :class:`Context` carries the caller's
+:class:`~retain.wire.Token` and :func:`authorize` runs before any handler: the verb needs its
+permission (:data:`PERMISSION`; ``schema`` with ``set`` needs ``admin``, reading it ``read``)
+and an ``author`` the request names must match one of the token's patterns.
+
 ``retain`` (seed 004, :mod:`retain.logd.retain`) is answered in steps (:data:`STAGED`): a read,
 then one commit per batch. :func:`handle` runs them in place, one after the other; logd's
 server runs them itself (:func:`staged`, :func:`steps`), the read beside its writer and each
@@ -23,12 +28,13 @@ from retain import _fields as fields
 from retain._fields import Where
 from retain.clock import parse_rfc3339
 from retain.errors import InvalidRequest, Unsupported
+from retain.logd.limits import check_request
 from retain.logd.paths import ROOT, Path, parse
 from retain.logd.retain import Step, drive, retain_pass
 from retain.logd.store import Delta, Session, Store
-from retain.wire import Format, answer_result, parse_request
+from retain.wire import Format, Token, answer_result, parse_request
 
-__all__ = ["STAGED", "VERBS", "Context", "Handler", "Staged", "Steps", "Subscribe", "delta_document", "handle",
+__all__ = ["PERMISSION", "READS", "authorize", "reads_only", "STAGED", "VERBS", "Context", "Handler", "Staged", "Steps", "Subscribe", "delta_document", "handle",
            "staged", "steps"]
 
 #: ``subscribe(session, prefix, backlog)``: a stream transport starts sending deltas after ``backlog``.
@@ -43,6 +49,7 @@ class Context:
     session: Session
     subscribe: Subscribe | None = None  # None on transports that cannot stream (HTTP)
     format: Format = "yaml"  # the format of the request being answered; deltas of a watch follow it
+    grant: Token | None = None  # the caller's token; None on an open server (everything permitted)
 
 
 Handler = Callable[[Context, dict[str, Any]], dict[str, Any]]
@@ -64,7 +71,37 @@ def handle(context: Context, request: Any) -> dict[str, Any]:
     if handler is None:
         raise Unsupported(f"unsupported operation: request type {verb!r} (this logd serves "
                           f"{', '.join(sorted(VERBS))})")
+    authorize(context.grant, verb, body)
+    check_request(context.store.settings, verb, body)
     return answer_result(verb, handler(context, body))
+
+
+#: verb -> the permission a token needs for it (``schema`` that sets one needs ``admin``).
+PERMISSION = {"session": "read", "get": "read", "list": "read", "watch": "read", "schema": "read",
+              "patch": "write", "retain": "retain", "scopes": "admin", "drop": "admin", "compact": "admin"}
+
+
+def authorize(grant: Token | None, verb: str, body: dict[str, Any]) -> None:
+    """Refuse what ``grant`` does not permit: the verb's permission, and the author the body names.
+
+    Raises:
+        Forbidden: naming the token and what it lacks.
+    """
+    if grant is None:
+        return
+    permission = "admin" if verb == "schema" and "set" in body else PERMISSION.get(verb, "admin")
+    grant.require(permission, f"{verb}{' (set)' if verb == 'schema' and 'set' in body else ''}")
+    if "author" in body:
+        grant.author(body["author"])
+
+
+#: the verbs that only read: a server may answer them on a snapshot beside the writer (:func:`reads_only`).
+READS = ("get", "list")
+
+
+def reads_only(request: Any) -> bool:
+    """Whether ``request`` only reads (a get or list); pure, so a transport may ask as it arrives."""
+    return isinstance(request, dict) and len(request) == 1 and next(iter(request)) in READS
 
 
 def staged(request: Any) -> bool:
@@ -76,6 +113,8 @@ def steps(context: Context, request: Any) -> Steps:
     """A staged request's steps; the generator's return value is the whole answer ``{result: {verb: ...}}``.
     The request is checked when the first step is asked for (raises as :func:`handle` would)."""
     verb, body = parse_request(request)
+    authorize(context.grant, verb, body)
+    check_request(context.store.settings, verb, body)
     result = yield from STAGED[verb](context, body)
     return answer_result(verb, result)
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from retain.errors import InvalidRequest, NotFound, ReadBudgetExceeded
+from retain.errors import InvalidRequest, NotFound, ReadBudgetExceeded, StoreDamaged
 from retain.logd.paths import Field, Index, Key, Path, Segment, Wild, check_key, is_key
 from retain.logd.storage import BASELINE, GONE, KEYED, MAP, SEP, Reads, Row
 
@@ -46,8 +46,26 @@ def dumps(value: Any) -> str:
 
 
 def leaves(row: Row) -> dict[str, Any]:
-    """A map record's leaf children, freshly decoded (safe to change)."""
-    return json.loads(row.value) if row.value else {}
+    """A map record's leaf children, freshly decoded (safe to change).
+
+    Raises:
+        StoreDamaged: the record's stored value does not decode; names its key.
+    """
+    if not row.value:
+        return {}
+    try:
+        value = json.loads(row.value)
+    except ValueError as exc:
+        raise undecodable(row, exc) from exc
+    if not isinstance(value, dict):
+        raise undecodable(row, TypeError(f"a {type(value).__name__}, not a map"))
+    return value
+
+
+def undecodable(row: Row, exc: Exception) -> StoreDamaged:
+    """The error of a record whose stored value does not decode (the store is damaged)."""
+    shown = row.key.replace(SEP, ".").lstrip(".") or "the root"
+    return StoreDamaged(f"the record {shown} (key {row.key!r}) does not decode ({exc}): the store is damaged")
 
 
 def merge(base: Iterator[Row], over: Iterator[Row]) -> Iterator[Row]:
@@ -194,7 +212,10 @@ def _children(reader: Reader, key: str, row: Row, budget: int | None, path: Path
         count += 1
         if limit is not None and count > limit:
             raise over_budget(path, limit)
-        value: Any = (loads(found.value) if found.value else {}) if kind == MAP else []
+        try:
+            value: Any = (loads(found.value) if found.value else {}) if kind == MAP else []
+        except ValueError as exc:
+            raise undecodable(found, exc) from exc
         if parent is None:  # a child of the top record: the one before it is whole
             if current is not None:
                 yield current

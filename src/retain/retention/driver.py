@@ -37,7 +37,14 @@ One beat is one :meth:`~RetentionDriver.sweep`:
    fails, that stream is not trimmed this beat: its error is the stream's
    failure (in ``failures`` and ``fold_failures``), logged, and the others go
    on; a commit that fails fails the streams it carried. Every step is safe to
-   re-run after a crash (INV-IDEMPOTENT): the next beat folds on from W;
+   re-run after a crash (INV-IDEMPOTENT): the next beat folds on from W.
+   This archive work runs on a thread of its own (:mod:`retain.retention._slot`),
+   started before the plain trims are sent, and the beat waits for it at most
+   ``archive_deadline`` seconds (10 by default): a frozen object store then
+   fails the archived streams for the beat with :class:`~retain.errors.ArchiveTimeout`
+   and never the plain ones (INV-ISOLATION). The job the beat gave up on starts
+   no further step (no commit, no trim) and, while it still runs, the next beats
+   start none of their own: one archive job at a time, never two on one W;
 5. every ``maintenance.every`` (5 minutes by default), the beat then maintains
    the archive (:func:`retain.archive.maintain`: compaction, expiry, checkpoint,
    log cleanup, vacuum), so that a fold costs the same in a year as today; its
@@ -74,6 +81,8 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -93,8 +102,9 @@ from retain._fields import Where
 from retain._redis import REDIS_ERRORS, as_retain_error
 from retain.beats import AsyncBeat, Beat, Cadence
 from retain.clock import utc_now
-from retain.errors import InvalidPolicy, RetainError, ServerUnavailable
+from retain.errors import ArchiveTimeout, InvalidPolicy, RetainError, ServerUnavailable
 from retain.ids import StreamId
+from retain.retention._slot import JobSlot
 from retain.retention.bytes import Measured, measure_commands, read_sizes
 from retain.retention.groups import GroupTrim, PendingCounter, Seen, groups_or_none, trim_protected
 from retain.retention.limits import Size, candidates
@@ -121,6 +131,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TICK = 1.0
 DEFAULT_MAX_BACKOFF = 30.0
+#: seconds a beat waits for its archive work (fold, commit, trims, maintenance) before it reports those
+#: streams failed for the beat and goes on; the policy file's ``[archive] deadline``
+DEFAULT_ARCHIVE_DEADLINE = 10.0
 #: at most this many failing streams are logged one by one per beat; the rest are counted
 LOGGED_FAILURES = 10
 
@@ -199,6 +212,14 @@ def _count(number: int, one: str, many: str) -> str:
 
 
 @dataclass
+class _Folded:
+    """The fold part of an archive job, set before its maintenance starts (a beat that gives up on the
+    maintenance still reports the fold)."""
+
+    beat: _ArchivedBeat | None = None
+
+
+@dataclass
 class _ArchivedBeat:
     """What a beat's archived streams came to, gathered stream by stream before the report is made."""
 
@@ -243,7 +264,8 @@ class _Driver:
     def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None,
                  maintenance: MaintenanceSettings | None, fold_min_entries: int, tick: float,
                  clock: Callable[[], datetime], max_backoff: float, measure_lengths: bool,
-                 on_report: Callable[[SweepReport], None] | None, track_groups: bool = True) -> None:
+                 on_report: Callable[[SweepReport], None] | None, archive_deadline: float,
+                 track_groups: bool = True) -> None:
         self.conn = conn
         #: the policy as declared, patterns included
         self.declared = Policy.of(policy)
@@ -254,9 +276,13 @@ class _Driver:
         self.maintenance = checked_maintenance(self.declared, self.archive, maintenance)
         self._maintained_at: datetime | None = None
         options = Where("", InvalidPolicy)
-        self.fold_min_entries = _fields.whole_number(fold_min_entries, "fold_min_entries", options, minimum=1)
+        self.fold_min_entries = _fields.count(fold_min_entries, "fold_min_entries", options, minimum=1)
         self.tick = _fields.seconds(tick, "tick", options)
         self.max_backoff = _fields.seconds(max_backoff, "max_backoff", options)
+        self.archive_deadline = _fields.seconds(archive_deadline, "archive_deadline", options, example="10.0",
+                                                duration_example="10s")
+        self._slot: JobSlot[_ArchivedBeat] = JobSlot("retention-archive")
+        self._folded = _Folded()
         if not callable(clock):
             raise InvalidPolicy(f"clock must be a callable returning an aware datetime (got {clock!r})")
         self.clock = clock
@@ -276,6 +302,11 @@ class _Driver:
     @beats.setter
     def beats(self, count: int) -> None:
         self._cadence.beats = count
+
+    @property
+    def archiving(self) -> bool:
+        """True while an archive job still runs: the current beat's, or one a beat gave up on at its deadline."""
+        return self._slot.busy
 
     @property
     def delay(self) -> float:
@@ -422,17 +453,52 @@ class _Driver:
             if seen.groups:
                 beat.seen[key] = seen
 
-    def _fold_archived(self, conn: Any, now: datetime, measured: Measured | None = None) -> _ArchivedBeat:
+    def _archive_beat(self, conn: Any, now: datetime,
+                      measured: Measured | None = None) -> Future[_ArchivedBeat] | _ArchivedBeat:
+        """Start this beat's archive job on the slot: a Future of what it comes to, or at once what the beat is
+        when there is nothing to do or the job of an earlier beat still runs."""
+        if not self.policy.archived or self.archive is None:  # checked_archive gave one to a policy that archives
+            return _ArchivedBeat()
+        if self._slot.busy:
+            return self._failed(ArchiveTimeout(
+                "not folded this beat: the archive work of an earlier beat, which passed its deadline of "
+                f"{self.archive_deadline:g} s, is still running (one at a time, so that two never race on W)"))
+        self._folded = _Folded()
+        folded = self._folded
+        return self._slot.start(lambda cancelled: self._fold_archived(conn, now, cancelled, folded, measured))
+
+    def _gave_up(self) -> _ArchivedBeat:
+        """What a beat whose archive job passed the deadline reports: the fold, if it was done (maintenance
+        still running), else every archived stream failed with :class:`~retain.errors.ArchiveTimeout`."""
+        self._slot.give_up()
+        done = self._folded.beat
+        if done is not None:
+            log.warning("maintenance of the archive passed the beat's deadline of %g s; it goes on in the "
+                        "background, and folds wait for it", self.archive_deadline)
+            return done
+        return self._failed(ArchiveTimeout(
+            f"not folded this beat: the archive did not finish within the deadline of {self.archive_deadline:g} s "
+            "(the policy file's [archive] deadline); the stream stays untrimmed until a fold goes through"))
+
+    def _failed(self, error: RetainError) -> _ArchivedBeat:
+        beat = _ArchivedBeat()
+        for entry in self.policy.archived:
+            beat.failures[entry.key] = beat.fold_failures[entry.key] = error
+        return beat
+
+    def _fold_archived(self, conn: Any, now: datetime, cancelled: Callable[[], bool] = lambda: False,
+                       folded: _Folded | None = None, measured: Measured | None = None) -> _ArchivedBeat:
         """Fold every archived stream at ``now`` in one commit, then trim each past its W; then maintain if due.
 
-        Blocking (the asyncio twin runs it on a worker thread). A stream's
-        :class:`~retain.errors.RetainError` is that stream's failure (see
+        Blocking: it runs on the driver's :class:`~retain.retention._slot.JobSlot`, and once
+        ``cancelled()`` answers True (the beat passed its deadline) it starts no further step.
+        A stream's :class:`~retain.errors.RetainError` is that stream's failure (see
         :func:`retain.archive.fold_then_trim_all`); anything else is a bug, or
         a crash injected by a test, and ends the beat.
         """
         beat = _ArchivedBeat()
         archive = self.archive
-        if not self.policy.archived or archive is None:  # checked_archive gave one to a policy that archives
+        if not self.policy.archived or archive is None:
             return beat
         # Lazy for start-up cost only: pyarrow and deltalake load once a beat has an archived stream.
         from retain.archive.fold import DEFAULT_SEGMENT_ENTRIES, fold_then_trim_all
@@ -455,11 +521,9 @@ class _Driver:
         try:
             outcomes = fold_then_trim_all(conn, targets,
                                           archive, now, segment_entries=segment_entries,
-                                          min_entries=self.fold_min_entries, limit=UNLIMITED)
+                                          min_entries=self.fold_min_entries, limit=UNLIMITED, cancelled=cancelled)
         except RetainError as error:  # the archive refused the beat whole (a format-1 archive)
-            for entry in self.policy.archived:
-                beat.failures[entry.key] = beat.fold_failures[entry.key] = error
-            return beat
+            return self._failed(error)
         for outcome in outcomes:
             key = outcome.stream
             if outcome.error is not None:
@@ -476,7 +540,10 @@ class _Driver:
                     beat.lengths[key] = int(conn.xlen(key))
                 except REDIS_ERRORS:
                     pass  # as in the pipeline: a length that could not be read is left out
-        beat.maintenance = self._maintain_if_due(now)
+        if folded is not None:
+            folded.beat = beat
+        if not cancelled():
+            beat.maintenance = self._maintain_if_due(now)
         return beat
 
     def _maintain_if_due(self, now: datetime) -> MaintenanceReport | None:
@@ -585,6 +652,10 @@ class RetentionDriver(_Driver):
         track_groups: read each stream's consumer groups and length before its trim (same round
             trip) to report what a trim takes that a group has not consumed (``SweepReport.unconsumed``);
             False saves those two reads per stream.
+        archive_deadline: seconds (or a duration such as ``"10s"``) a beat waits for its archive work;
+            past it the archived streams fail the beat with :class:`~retain.errors.ArchiveTimeout`
+            while the plain ones are trimmed all the same, and the late job starts no further step
+            (no commit, no trim). Until it ends, the next beats report those streams as still busy.
 
     Raises:
         InvalidPolicy: a malformed policy, tick, backoff, clock or fold option; an
@@ -595,10 +666,11 @@ class RetentionDriver(_Driver):
                  maintenance: MaintenanceSettings | None = None, fold_min_entries: int = 1,
                  tick: float = DEFAULT_TICK, clock: Callable[[], datetime] = utc_now,
                  max_backoff: float = DEFAULT_MAX_BACKOFF, measure_lengths: bool = False,
-                 on_report: Callable[[SweepReport], None] | None = None, track_groups: bool = True) -> None:
+                 on_report: Callable[[SweepReport], None] | None = None,
+                 archive_deadline: float = DEFAULT_ARCHIVE_DEADLINE, track_groups: bool = True) -> None:
         super().__init__(conn, policy, archive=archive, maintenance=maintenance, fold_min_entries=fold_min_entries,
                          tick=tick, clock=clock, max_backoff=max_backoff, measure_lengths=measure_lengths,
-                         on_report=on_report, track_groups=track_groups)
+                         on_report=on_report, archive_deadline=archive_deadline, track_groups=track_groups)
         self._runner = self._cadence = Beat(lambda: self._observed(self.sweep()), tick=self.tick,
                                             max_backoff=self.max_backoff, name="retention-driver")
         # The wire form of every command that is the same each beat, packed once for this client.
@@ -622,11 +694,18 @@ class RetentionDriver(_Driver):
         measured = read_sizes(self.policy.measured, self._pipeline(measure_commands(self.policy.measured))) \
             if self.policy.measured else None
         calls = self._plan(now, measured)
+        job = self._archive_beat(self.conn, now, measured)  # on its own thread, beside the plain trims
         with _collector_paused():
             plain = self._read(calls, self._send(calls) if calls else [])
         self._protect(self.conn, now, measured, plain)
         unconsumed = self._unconsumed(plain.seen) if plain.seen else None
-        archived = self._fold_archived(self.conn, now, measured)
+        if not isinstance(job, Future):
+            archived = job
+        else:
+            try:
+                archived = job.result(timeout=max(0.0, self.archive_deadline - (time.monotonic() - started)))
+            except FutureTimeout:
+                archived = self._gave_up()
         return self._report(now, plain, time.monotonic() - started, archived, measured, unconsumed)
 
     def _scan(self) -> dict[str, list[str]] | RetainError:
@@ -839,10 +918,11 @@ class AsyncRetentionDriver(_Driver):
                  maintenance: MaintenanceSettings | None = None, fold_conn: Any = None, fold_min_entries: int = 1,
                  tick: float = DEFAULT_TICK, clock: Callable[[], datetime] = utc_now,
                  max_backoff: float = DEFAULT_MAX_BACKOFF, measure_lengths: bool = False,
-                 on_report: Callable[[SweepReport], None] | None = None, track_groups: bool = True) -> None:
+                 on_report: Callable[[SweepReport], None] | None = None,
+                 archive_deadline: float = DEFAULT_ARCHIVE_DEADLINE, track_groups: bool = True) -> None:
         super().__init__(conn, policy, archive=archive, maintenance=maintenance, fold_min_entries=fold_min_entries,
                          tick=tick, clock=clock, max_backoff=max_backoff, measure_lengths=measure_lengths,
-                         on_report=on_report, track_groups=track_groups)
+                         on_report=on_report, archive_deadline=archive_deadline, track_groups=track_groups)
         needs_thread = any(pattern.archive or pattern.protect for pattern in self.declared.patterns)
         if (self.policy.archived or self.policy.protected or needs_thread) and fold_conn is None:
             raise InvalidPolicy("an AsyncRetentionDriver folds archived streams and trims protected ones on a worker "
@@ -871,12 +951,19 @@ class AsyncRetentionDriver(_Driver):
         if self.policy.measured:
             measured = read_sizes(self.policy.measured, await self._pipeline(measure_commands(self.policy.measured)))
         calls = self._plan(now, measured)
+        job = self._archive_beat(self.fold_conn, now, measured)  # on its own thread, beside the plain trims
         plain = self._read(calls, await self._send(calls) if calls else [])
         if self.policy.protected:
             await asyncio.to_thread(self._protect, self.fold_conn, now, measured, plain)
         unconsumed = await self._unconsumed(plain.seen) if plain.seen else None
-        archived = (await asyncio.to_thread(self._fold_archived, self.fold_conn, now, measured)
-                    if self.policy.archived else None)
+        if not isinstance(job, Future):
+            archived = job
+        else:
+            remaining = max(0.0, self.archive_deadline - (time.monotonic() - started))
+            try:
+                archived = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job)), remaining)
+            except asyncio.TimeoutError:
+                archived = self._gave_up()
         return self._report(now, plain, time.monotonic() - started, archived, measured, unconsumed)
 
     async def _unconsumed(self, seen: Mapping[str, Seen]) -> dict[tuple[str, str], GroupTrim]:

@@ -80,6 +80,10 @@ class StreamPolicy:
         if self.protect is not None and self.archive:
             raise InvalidPolicy("protect applies to a stream without archive: an archived stream's group catches up "
                                 "from the archive instead (retain.archive.catch_up)")
+        if self.archive:
+            problem = archive_key_problem(self.stream.key)
+            if problem is not None:
+                raise InvalidPolicy(problem)
 
     @property
     def key(self) -> str:
@@ -93,6 +97,18 @@ class StreamPolicy:
 
 
 PolicyEntry = StreamPolicy | StreamPattern | tuple[Stream, Window]
+
+#: keys an archived stream may not have: a path segment of their own name would climb the archive's tree
+#: wherever the key is used as one (the format-1 archive, tools that lay files out by key)
+_NOT_SEGMENTS = (".", "..")
+
+
+def archive_key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be archived, or None: ``.`` and ``..`` are no object-store path segment."""
+    if key in _NOT_SEGMENTS:
+        return (f"stream key {key!r} cannot be archived: {key!r} is no object-store path segment (it names a "
+                "folder, not an object); rename the stream, or keep it without archive")
+    return None
 
 
 @dataclass(frozen=True, init=False)

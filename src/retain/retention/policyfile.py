@@ -32,7 +32,9 @@
 
 The ``[archive]`` table form takes ``url`` and, for ``s3://``, ``endpoint``,
 ``region``, ``access_key_id``, ``secret_access_key``, ``session_token`` and
-``allow_http``; ``min_entries`` (the driver's ``fold_min_entries``); and the
+``allow_http``; ``min_entries`` (the driver's ``fold_min_entries``); ``deadline``
+(seconds or a duration such as ``"10s"``: how long a beat waits for its archive
+work before the archived streams fail the beat, 10 s by default); and the
 archive's maintenance: ``maintain_every`` (a duration, or false for never by
 itself), ``max_age`` (rows older than that expire), ``log_retention``,
 ``vacuum_retention`` and ``target_file_entries``. A ``[[stream]]`` with
@@ -58,12 +60,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from retain import _fields, _toml
 from retain._fields import Where
-from retain.clock import parse_rfc3339
+from retain.clock import parse_rfc3339, utc_now
 from retain.errors import InvalidArchive, InvalidInput, InvalidPolicy
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
 from retain.retention.groups import PROTECT_MODES, Protect
 from retain.retention.patterns import DEFAULT_RESCAN, StreamPattern
-from retain.retention.policy import Policy, StreamPolicy
+from retain.retention.policy import Policy, StreamPolicy, archive_key_problem
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
 if TYPE_CHECKING:
@@ -75,16 +77,19 @@ __all__ = ["DEFAULT_TICK", "ArchiveSettings", "PolicyFile", "load_policy", "pars
 DEFAULT_TICK = 1.0
 URL_SCHEMES = ("redis", "rediss", "unix")
 TOP_FIELDS = ("url", "cluster", "tick", "prefix", "archive", "stream")
-STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "max_bytes", "bytes_samples",
-                 "approx", "archive", "archive_max_age", "protect", "max_lag")
+STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "allow_future", "max_bytes",
+                 "bytes_samples", "approx", "archive", "archive_max_age", "protect", "max_lag")
 WINDOW_FIELDS = ("maxlen", "max_age", "min_id", "max_bytes")
 #: a pattern entry: a key glob instead of a stream, and how often to look for its streams again
-PATTERN_FIELDS = ("pattern", "rescan", *WINDOW_FIELDS, "bytes_samples", "approx", "archive", "protect", "max_lag")
+PATTERN_FIELDS = ("pattern", "rescan", *WINDOW_FIELDS, "allow_future", "bytes_samples", "approx", "archive",
+                  "protect", "max_lag")
 #: the options of an s3:// archive a policy file may give (retain.archive.Archive takes them as they are)
 S3_FIELDS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "allow_http")
 #: the archive's maintenance (retain.archive.MaintenanceSettings takes them)
 MAINTENANCE_FIELDS = ("maintain_every", "max_age", "log_retention", "vacuum_retention", "target_file_entries")
-ARCHIVE_FIELDS = ("url", *S3_FIELDS, "min_entries", *MAINTENANCE_FIELDS)
+ARCHIVE_FIELDS = ("url", *S3_FIELDS, "min_entries", "deadline", *MAINTENANCE_FIELDS)
+#: seconds a beat waits for its archive work (the driver's ``archive_deadline``)
+DEFAULT_ARCHIVE_DEADLINE = 10.0
 #: archive URL schemes a daemon may fold into: a path without a scheme is a local directory
 ARCHIVE_SCHEMES = ("", "file", "s3", "s3a")
 
@@ -101,6 +106,8 @@ class ArchiveSettings:
     options: Mapping[str, str | bool] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     #: the driver's ``fold_min_entries``
     min_entries: int = 1
+    #: the driver's ``archive_deadline``: seconds a beat waits for its archive work
+    deadline: float = DEFAULT_ARCHIVE_DEADLINE
     #: how often the driver maintains the archive (None: never by itself)
     maintain_every: timedelta | None = timedelta(minutes=5)
     #: rows older than this expire from every archived stream (None: never)
@@ -114,7 +121,10 @@ class ArchiveSettings:
 
 @dataclass(frozen=True)
 class PolicyFile:
-    """A policy file, read and checked: the policy and how to run it."""
+    """A policy file, read and checked: the policy and how to run it.
+
+    Its repr shows the Redis URL with the password written ``***``.
+    """
 
     #: where it was read from, for messages: a path or ``<string>``
     source: str
@@ -125,10 +135,20 @@ class PolicyFile:
     #: the archive that entries with ``archive = true`` fold into; None when no entry archives
     archive: ArchiveSettings | None = None
 
+    def __repr__(self) -> str:
+        url = None if self.url is None else _fields.redacted_url(self.url)
+        return (f"PolicyFile(source={self.source!r}, policy={self.policy!r}, tick={self.tick!r}, url={url!r}, "
+                f"cluster={self.cluster!r}, archive={self.archive!r})")
+
     @property
     def fold_min_entries(self) -> int:
         """The driver's ``fold_min_entries``: the archive's ``min_entries``, else 1."""
         return self.archive.min_entries if self.archive is not None else 1
+
+    @property
+    def archive_deadline(self) -> float:
+        """The driver's ``archive_deadline``: the archive's ``deadline``, else its default."""
+        return self.archive.deadline if self.archive is not None else DEFAULT_ARCHIVE_DEADLINE
 
     def maintenance(self) -> MaintenanceSettings | None:
         """How the driver maintains the file's archive (:class:`retain.archive.MaintenanceSettings`); None without one.
@@ -261,7 +281,8 @@ def _tick(document: dict[str, Any], where: Where) -> float:
 def _url(document: dict[str, Any], where: Where) -> str | None:
     url = _fields.string(document, "url", where)
     if url is not None and urllib.parse.urlsplit(url).scheme not in URL_SCHEMES:
-        raise InvalidPolicy(f"{where.field('url')}: must start with redis://, rediss:// or unix:// (got {url!r})")
+        raise InvalidPolicy(f"{where.field('url')}: must start with redis://, rediss:// or unix:// "
+                            f"(got {_fields.redacted_url(url)!r})")
     return url
 
 
@@ -299,8 +320,10 @@ def _archive(document: dict[str, Any], where: Where) -> ArchiveSettings | None:
                      else _fields.string(table, name, inner))
             assert value is not None
             options[name] = value
-    min_entries = _fields.whole_number(table.get("min_entries", 1), "min_entries", inner, minimum=1)
-    return ArchiveSettings(url, MappingProxyType(options), min_entries, **_maintenance(table, inner))
+    min_entries = _fields.count(table.get("min_entries", 1), "min_entries", inner, minimum=1)
+    deadline = _fields.seconds(table.get("deadline", DEFAULT_ARCHIVE_DEADLINE), "deadline", inner,
+                               example="10", duration_example="10s")
+    return ArchiveSettings(url, MappingProxyType(options), min_entries, deadline, **_maintenance(table, inner))
 
 
 def _maintenance(table: dict[str, Any], where: Where) -> dict[str, Any]:
@@ -313,8 +336,8 @@ def _maintenance(table: dict[str, Any], where: Where) -> dict[str, Any]:
         if name in table:
             found[name] = _fields.duration(table[name], name, where)
     if "target_file_entries" in table:
-        found["target_file_entries"] = _fields.whole_number(table["target_file_entries"], "target_file_entries",
-                                                            where, minimum=1)
+        found["target_file_entries"] = _fields.count(table["target_file_entries"], "target_file_entries", where,
+                                                     minimum=1)
     return found
 
 
@@ -327,6 +350,9 @@ def _stream_entry(table: dict[str, Any], prefix: str, where: Where) -> StreamPol
     if protect is not None and archive:
         raise InvalidPolicy(f"{where.field('protect')}: applies to a stream without archive = true: a group that "
                             "fell behind an archived stream catches up from the archive (retain archive catch-up)")
+    problem = archive_key_problem(stream.key) if archive else None
+    if problem is not None:
+        raise InvalidPolicy(f"{where.field('key')}: {problem}")
     return StreamPolicy(stream, window, archive, protect)
 
 
@@ -404,6 +430,8 @@ def _window(table: dict[str, Any], where: Where) -> MaxLen | MinId | MaxAge | Ma
     if "bytes_samples" in table and "max_bytes" not in table:
         raise InvalidPolicy(f"{where.field('bytes_samples')}: applies with max_bytes only: it is how many nodes "
                             "MEMORY USAGE reads to measure the stream")
+    if "allow_future" in table and "min_id" not in given:
+        raise InvalidPolicy(f"{where.field('allow_future')}: applies to a min_id window only")
     approx = _fields.boolean(table, "approx", where, default=True)
     limits = [_limit(table, name, approx, where) for name in given]
     return limits[0] if len(limits) == 1 else Limits(*limits)
@@ -423,7 +451,13 @@ def _limit(table: dict[str, Any], name: str, approx: bool, where: Where) -> MaxL
         if not isinstance(value, str):
             raise InvalidPolicy(f"{where.field(name)}: must be a duration string such as '7d' (got {value!r})")
         return _checked(lambda: MaxAge(value, approx), where, name)
-    return _checked(lambda: MinId(_instant(value, where), approx), where, name)
+    instant = _instant(value, where)
+    allow_future = _fields.boolean(table, "allow_future", where, default=False)
+    if instant > utc_now() and not allow_future:
+        raise InvalidPolicy(f"{where.field(name)}: {instant.isoformat()} is in the future, so every beat would "
+                            "empty the stream until then: give a past instant, or set allow_future = true if "
+                            "that is what you mean")
+    return _checked(lambda: MinId(instant, approx), where, name)
 
 
 def _instant(value: object, where: Where) -> datetime:

@@ -10,6 +10,8 @@ One layer under both servers, so that neither holds the other's transport:
   :class:`Framer`, :data:`END`);
 - the request and answer shapes, and the one way a failure becomes an answer
   (:func:`parse_request`, :func:`answer_result`, :func:`answer_error`, :func:`answer_failure`);
+- who may do what: :class:`Tokens` (a token file), each :class:`Token`'s permissions and author
+  patterns, :func:`check_author`, :func:`refuse_open` (no open server off loopback);
 - serving: listening sockets (:class:`StreamSockets`), the one connection loop
   (:func:`serve_connection`: documents in, answers out in request order, each
   :class:`Conversation` deciding whether it pipelines), a :class:`StreamServer` of
@@ -21,20 +23,31 @@ It imports only the vocabulary (:mod:`retain.errors`, :mod:`retain.clock`,
 package's layout; what others use is exported here.
 """
 
-from retain.wire.bounds import Limits, TooLarge, refuse_size
+from retain.wire.auth import PERMISSIONS, Token, Tokens, check_author, refuse_open
+from retain.wire.bounds import ByteBudget, Limits, StreamTimeouts, TooLarge, refuse_size
 from retain.wire.connection import Conversation, Link, Reply, serve_connection
 from retain.wire.documents import Format, answer_format, dump, dump_braced, load, receive, split_documents
 from retain.wire.dumpers import FlowDumper, represent_str
 from retain.wire.framing import END, Framer, frame
-from retain.wire.http import HTTP_STATUS, HttpHandler, HttpServer, http_app
+from retain.wire.http import HTTP_STATUS, HttpHandler, HttpServer, HttpTimeouts, http_app
 from retain.wire.requests import answer_error, answer_failure, answer_result, parse_request
 from retain.wire.running import Server, ThreadedServer
 from retain.wire.serving import StreamServer
-from retain.wire.sockets import HostPort, StreamSockets
+from retain.wire.sockets import DEFAULT_SOCKET_MODE, HostPort, StreamSockets, bind_unix_socket
 from retain.wire.tags import TAG_NAMES, AutoId, LogdKey, Or, Raw, from_plain, to_plain
 
 __all__ = [
+    "ByteBudget",
+    "StreamTimeouts",
+    "DEFAULT_SOCKET_MODE",
     "END",
+    "PERMISSIONS",
+    "Token",
+    "Tokens",
+    "HttpTimeouts",
+    "bind_unix_socket",
+    "check_author",
+    "refuse_open",
     "HTTP_STATUS",
     "TAG_NAMES",
     "AutoId",

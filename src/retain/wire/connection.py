@@ -17,8 +17,27 @@ too large or not YAML or JSON (answered in the format it seems to be in), a
 The connection goes on. A conversation may also push documents of its own through its
 :class:`Link`, and close it.
 
+Backpressure and timeouts (issue 13, finding 3; the numbers are :class:`~retain.wire.Limits`'
+and :class:`~retain.wire.StreamTimeouts`' defaults):
+
+- at most ``max_unanswered`` (64) requests are read ahead of the answers the peer has taken:
+  an answer is taken once the socket's send buffer has room for it, so a peer that never
+  reads stops being read from, and queues no more work for anyone's writer;
+- an unfinished document holds at most ``max_bytes`` and draws on the server's
+  :class:`~retain.wire.ByteBudget`; past it the document is dropped and answered ``unavailable``;
+- a document must end within ``document`` (30 s) of its first byte, else it is refused and
+  the connection closed (slowloris); a connection owing no answer and streaming no watch is
+  closed after ``idle`` (300 s) without a byte.
+
 When the peer closes its side, what it sent is still answered; when the server closes,
 the connection stops at once (the answer being awaited is cancelled).
+
+With tokens (:class:`~retain.wire.auth.Tokens`) the connection's first document must be
+``{auth: {token: SECRET}}``: it is answered ``{result: {auth: {name: NAME}}}`` and the
+conversation is made only then, its :class:`Link` carrying the token; anything else first
+is answered ``unauthenticated`` and the connection closed. Without tokens an ``auth``
+document first is answered all the same (``name: null``), so a client with a token can
+talk to an open server.
 """
 
 from __future__ import annotations
@@ -29,7 +48,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from retain.wire.bounds import Limits, TooLarge
+from retain.errors import InvalidDocument, InvalidRequest, Unauthenticated
+from retain.wire.auth import Token, Tokens
+from retain.wire.bounds import ByteBudget, Limits, StreamTimeouts, TooLarge
 from retain.wire.documents import Format, answer_format, receive
 from retain.wire.framing import Framer, frame
 from retain.wire.requests import answer_failure
@@ -50,8 +71,10 @@ class Reply:
 class Link:
     """One connection as its conversation sees it: send a document of its own, or close it."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, token: Token | None = None) -> None:
         self.writer = writer
+        self.token = token  # the token the connection presented; None on an open server
+        self.streaming = False  # a watch streams to it: it may be quiet for ever without being idle
 
     def send(self, document: dict[str, Any], fmt: Format) -> None:
         self.write(frame(document, fmt))
@@ -81,30 +104,152 @@ _Pending = tuple[Awaitable[Reply], Format]
 
 
 async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                           conversation: Callable[[Link], Conversation], limits: Limits) -> None:
-    """Serve one connection with a conversation of its own, until the peer leaves or the task is cancelled."""
+                           conversation: Callable[[Link], Conversation], limits: Limits,
+                           tokens: Tokens | None = None, budget: ByteBudget | None = None,
+                           timeouts: StreamTimeouts = StreamTimeouts()) -> None:
+    """Serve one connection with a conversation of its own, until the peer leaves or the task is cancelled.
+
+    With ``tokens``, the first document must present one (``{auth: {token: SECRET}}``). At most
+    ``limits.max_unanswered`` requests are read ahead of the answers the peer has taken; unfinished documents
+    draw on ``budget``; ``timeouts`` close an idle connection and one whose document does not finish."""
     link = Link(writer)
-    talk = conversation(link)
+    talk: Conversation | None = None
     pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
-    responder = asyncio.create_task(_respond(pending, link))
-    framer = Framer(limits.max_bytes)
+    window = _Window(limits.max_unanswered)
+    responder = asyncio.create_task(_respond(pending, link, window))
+    framer = Framer(limits.max_bytes, budget)
+    loop = asyncio.get_running_loop()
+    first, begun = True, loop.time()
     try:
-        while data := await reader.read(_CHUNK):
-            for document in framer.feed(data):
+        while True:
+            deadline = _deadline(framer, begun, link, window, timeouts, loop.time())
+            try:
+                async with asyncio.timeout_at(deadline):
+                    data = await reader.read(_CHUNK)
+            except TimeoutError:
+                if not framer.unfinished and not _idle(window, link, timeouts, loop.time()):
+                    continue  # answers went out meanwhile, or a watch began: not idle after all
+                if framer.unfinished:
+                    failure = InvalidDocument(f"a document must end (a line '...') within {timeouts.document:g}s "
+                                              "of its first byte; closing the connection")
+                    pending.put_nowait((_ready(answer_failure(failure)), "yaml"))
+                break  # idle: nothing to answer; too slow: its refusal is the last answer
+            if not data:
+                break
+            was_unfinished = framer.unfinished
+            documents = framer.feed(data)
+            if framer.unfinished and (documents or not was_unfinished):
+                begun = loop.time()  # a new document has begun
+            refused = False
+            for document in documents:
+                await window.reserve()  # the peer has not taken enough answers yet: stop reading its requests
+                if first:
+                    first = False
+                    answer, fmt, presented = _authenticate(document, tokens, limits)
+                    if answer is not None:
+                        pending.put_nowait((_ready(answer), fmt))
+                    if presented is None and tokens is not None:
+                        refused = True  # answer the refusal, then close
+                        break
+                    link.token = presented if isinstance(presented, Token) else None
+                    talk = conversation(link)
+                    if answer is not None:
+                        continue
+                assert talk is not None
                 pending.put_nowait(_arrive(talk, document, limits))
-        pending.put_nowait(None)  # the peer is done sending: answer what it sent
+            if refused:
+                break
+        pending.put_nowait(None)  # the peer is done sending (or was refused, or too slow): answer what it sent
         await responder
     except (ConnectionError, asyncio.IncompleteReadError):
         pass  # the peer left: nobody to answer
     except asyncio.CancelledError:
         pass  # the server is closing: a normal end, not an error to log
     finally:
+        framer.close()
         responder.cancel()
         await asyncio.gather(responder, return_exceptions=True)
         _discard(pending)
-        with contextlib.suppress(Exception):
-            await talk.aclose()
+        if talk is not None:
+            with contextlib.suppress(Exception):
+                await talk.aclose()
         writer.close()
+
+
+class _Window:
+    """The requests a connection has read ahead of the answers its peer took: at most ``size``."""
+
+    def __init__(self, size: int) -> None:
+        self._free = asyncio.Semaphore(size)
+        self.owed = 0
+        self.answered = asyncio.get_running_loop().time()  # when the last answer went out (or the start)
+
+    async def reserve(self) -> None:
+        await self._free.acquire()
+        self.owed += 1
+
+    def release(self) -> None:
+        self.owed -= 1
+        self.answered = asyncio.get_running_loop().time()
+        self._free.release()
+
+
+def _deadline(framer: Framer, begun: float, link: Link, window: _Window, timeouts: StreamTimeouts,
+              now: float) -> float | None:
+    """When the next read gives up: a document begun must end in time; a connection with nothing under way
+    (no answer owed, no watch streaming) may idle only so long; otherwise never."""
+    if framer.unfinished:
+        return begun + timeouts.document
+    if timeouts.idle is not None and not link.streaming:
+        # Owing answers, it is busy; once it owes none it may idle from its last answer on.
+        return max(now, window.answered) + timeouts.idle
+    return None
+
+
+def _idle(window: _Window, link: Link, timeouts: StreamTimeouts, now: float) -> bool:
+    """Whether the connection has owed nothing and streamed nothing for the whole idle timeout."""
+    return (timeouts.idle is not None and window.owed == 0 and not link.streaming
+            and now - window.answered >= timeouts.idle)
+
+
+_OPEN = object()  # an auth document accepted by an open server: no token to carry
+
+
+def _authenticate(document: bytes | TooLarge, tokens: Tokens | None,
+                  limits: Limits) -> tuple[dict[str, Any] | None, Format, Token | object | None]:
+    """The connection's first document: (its answer if it was an ``auth`` one, its format, the token presented).
+
+    On an open server a first document that is not ``auth`` is no answer of its own (None, the conversation
+    answers it) and the token is :data:`_OPEN`; with tokens it is refused, and the token None.
+    """
+    fmt = answer_format(document)
+    try:
+        request, fmt = receive(document, limits)
+    except Exception as exc:
+        if tokens is None:
+            return None, fmt, _OPEN
+        return answer_failure(exc), fmt, None
+    is_auth = isinstance(request, dict) and set(request) == {"auth"}
+    if not is_auth:
+        if tokens is None:
+            return None, fmt, _OPEN
+        return answer_failure(Unauthenticated("this server needs a token: the first document on a connection is "
+                                              "{auth: {token: SECRET}}")), fmt, None
+    body = request["auth"]
+    if not isinstance(body, dict) or set(body) != {"token"}:
+        failure = InvalidRequest(f"auth is {{auth: {{token: SECRET}}}} (got fields {sorted(body) if isinstance(body, dict) else body!r})")
+        return answer_failure(failure), fmt, (_OPEN if tokens is None else None)
+    if tokens is None:
+        return {"result": {"auth": {"name": None}}}, fmt, _OPEN
+    try:
+        token = tokens.present(body["token"])
+    except Unauthenticated as exc:
+        return answer_failure(exc), fmt, None
+    return {"result": {"auth": {"name": token.name}}}, fmt, token
+
+
+async def _ready(document: dict[str, Any]) -> Reply:
+    return Reply(document)
 
 
 def _arrive(talk: Conversation, document: bytes | TooLarge, limits: Limits) -> _Pending:
@@ -121,7 +266,7 @@ async def _raise(exc: Exception) -> Reply:
     raise exc
 
 
-async def _respond(pending: asyncio.Queue[_Pending | None], link: Link) -> None:
+async def _respond(pending: asyncio.Queue[_Pending | None], link: Link, window: _Window) -> None:
     while (item := await pending.get()) is not None:
         answer, fmt = item
         try:
@@ -131,7 +276,8 @@ async def _respond(pending: asyncio.Queue[_Pending | None], link: Link) -> None:
         link.send(reply.document, fmt)
         if reply.then is not None:
             reply.then()
-        await link.drain()
+        await link.drain()  # waits while the peer does not read: its next requests wait too
+        window.release()
 
 
 def _discard(pending: asyncio.Queue[_Pending | None]) -> None:

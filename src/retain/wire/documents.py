@@ -22,7 +22,7 @@ from typing import Any, Literal
 import yaml
 
 from retain.errors import InvalidDocument
-from retain.wire.bounds import Limits, TooLarge, refuse_size
+from retain.wire.bounds import Limits, TooLarge, check_digits, refuse_size
 from retain.wire.braced import brace, unbrace
 from retain.wire.dumpers import BracedDumper, Dumper
 from retain.wire.loader import NotYaml, check_depth, load_yaml
@@ -50,7 +50,8 @@ def load(data: bytes | str, limits: Limits = Limits()) -> tuple[Any, Format]:
         raise InvalidDocument("empty document: expected a request such as {get: {path: jobs.j1}}")
     if text.lstrip()[:1] in ("{", "["):
         try:
-            value = json.loads(text, parse_constant=_refuse_constant)
+            value = json.loads(text, parse_constant=_refuse_constant, parse_int=lambda digits: _json_int(digits, limits),
+                               parse_float=_json_float)
         except json.JSONDecodeError:
             pass  # not JSON: YAML flow style, read below
         except RecursionError:
@@ -136,3 +137,15 @@ def split_documents(text: str) -> list[str]:
 
 def _refuse_constant(name: str) -> Any:
     raise InvalidDocument(f"{name} is not JSON: numbers are finite")
+
+
+def _json_int(digits: str, limits: Limits) -> int:
+    check_digits(digits, limits)
+    return int(digits)
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise InvalidDocument(f"{text[:40]} is out of a float's range: numbers are finite")
+    return value

@@ -10,11 +10,16 @@
 :func:`represent_str` writes a string plain only where a reader takes it back as that
 same string, in block or flow context, and in double quotes otherwise -- as seed 004
 writes ``now: "2026-09-12T08:00:00Z"`` and ``message: "unsupported operation: ..."``.
+
+Every dumper quotes a string that a YAML 1.1 reader *or* a YAML 1.2 core-schema reader
+(:mod:`retain.wire.loader`) would take for something else: ``yes`` (1.1's bool) and
+``1e5`` or ``0o17`` (1.2's float and int) alike.
 """
 
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 import yaml
@@ -63,7 +68,18 @@ class FlowDumper(yaml.SafeDumper):
     """Python's safe dumper (it can write any width), the tags, tuples, and :func:`represent_str`."""
 
 
+def _quote_core_numbers(dumper: Any) -> None:
+    """Resolve YAML 1.2's numbers that 1.1 reads as strings (``1e5``, ``0o17``) as numbers too, so a string
+    spelled like one is quoted."""
+    dumper.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^0o[0-7]+$"), list("0"))
+    dumper.add_implicit_resolver("tag:yaml.org,2002:float",
+                                 re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$"),
+                                 list("-+.0123456789"))
+
+
 _represent_tags(Dumper)
 _represent_tags(FlowDumper)
+_quote_core_numbers(Dumper)
+_quote_core_numbers(FlowDumper)
 BracedDumper.add_representer(str, represent_str)
 FlowDumper.add_representer(str, represent_str)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retain.wire.bounds import TooLarge
+from retain.wire.bounds import ByteBudget, TooLarge
 from retain.wire.documents import Format, dump
 
 __all__ = ["END", "Framer", "frame"]
@@ -27,14 +27,50 @@ class Framer:
 
     A document longer than ``max_bytes`` is dropped as it arrives and reported as
     :class:`~retain.wire.bounds.TooLarge` when its end line comes, so the stream stays in step.
+    With a ``budget`` the bytes held are reserved from it; a document that cannot be reserved is
+    dropped the same way and reported ``TooLarge(overloaded=True)``. :meth:`close` gives them back.
     """
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, max_bytes: int, budget: ByteBudget | None = None) -> None:
+        self.max_bytes, self.budget = max_bytes, budget
         self._buffer = bytearray()
         self._dropped = 0  # bytes of an oversized document dropped so far
+        self._overloaded = False  # the document being dropped is dropped for want of budget
+        self._held = 0  # bytes reserved from the budget
+
+    @property
+    def unfinished(self) -> bool:
+        """Whether part of a document has arrived without its end line."""
+        return bool(self._dropped) or bool(self._buffer)
+
+    def close(self) -> None:
+        """Give back what the buffer held; the framer is done with."""
+        self._buffer.clear()
+        self._charge()
 
     def feed(self, data: bytes) -> list[bytes | TooLarge]:
+        found = self._feed(data)
+        if not self._charge():
+            self._overloaded = True
+            keep = len(END)  # an end line may straddle the next chunk
+            self._dropped += max(len(self._buffer) - keep, 0)
+            del self._buffer[:-keep]
+            self._charge()
+        return found
+
+    def _charge(self) -> bool:
+        """Reserve (or give back) the difference between what the buffer holds and what is reserved."""
+        if self.budget is None:
+            return True
+        change = len(self._buffer) - self._held
+        if change > 0 and not self.budget.take(change):
+            return False
+        if change < 0:
+            self.budget.give(-change)
+        self._held += change
+        return True
+
+    def _feed(self, data: bytes) -> list[bytes | TooLarge]:
         self._buffer += data
         found: list[bytes | TooLarge] = []
         while True:
@@ -45,8 +81,8 @@ class Framer:
             document = bytes(self._buffer[:start])
             del self._buffer[:stop]
             if self._dropped:
-                found.append(TooLarge(self._dropped + len(document)))
-                self._dropped = 0
+                found.append(TooLarge(self._dropped + len(document), overloaded=self._overloaded))
+                self._dropped, self._overloaded = 0, False
             elif len(document) > self.max_bytes:
                 found.append(TooLarge(len(document)))
             else:

@@ -9,7 +9,12 @@ HTTP status of its code (:data:`HTTP_STATUS`). HTTP cannot stream, so whatever n
 a stream is the handler's to refuse.
 
 :class:`HttpServer` binds the socket at :meth:`~HttpServer.start` and runs uvicorn on it
-until :meth:`~HttpServer.aclose`.
+until :meth:`~HttpServer.aclose`, over TLS when given a certificate and key. Its connections
+are bounded in time (:class:`HttpTimeouts`, finding 3): an idle keep-alive connection is
+closed after ``idle`` seconds (uvicorn's ``timeout_keep_alive``); a request whose headers
+are not complete ``headers`` seconds after its first byte is dropped (slowloris); a body
+still arriving ``body`` seconds after the headers is answered 408 and the connection closed.
+Headers are at most 64 KiB (h11's incomplete-event bound).
 """
 
 from __future__ import annotations
@@ -17,38 +22,73 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from retain.errors import InvalidDocument
-from retain.wire.bounds import Limits, TooLarge
+from retain.errors import InvalidDocument, InvalidInput
+from retain.wire.bounds import ByteBudget, Limits, TooLarge
 from retain.wire.documents import Format, dump, receive
 from retain.wire.requests import answer_failure
 from retain.wire.sockets import HostPort
 
-__all__ = ["HTTP_STATUS", "HttpHandler", "HttpServer", "http_app"]
+__all__ = ["HTTP_STATUS", "HttpHandler", "HttpServer", "HttpTimeouts", "http_app"]
 
 #: error code -> HTTP status, for curl users and proxies.
-HTTP_STATUS = {"invalid_request": 400, "invalid_retain": 400, "not_found": 404, "precondition_failed": 409,
-               "compacted": 410, "schema_violation": 422, "unsupported": 501, "storage_error": 500}
+HTTP_STATUS = {"invalid_request": 400, "invalid_retain": 400, "limit_exceeded": 413, "unauthenticated": 401,
+               "forbidden": 403, "not_found": 404, "precondition_failed": 409, "compacted": 410,
+               "schema_violation": 422, "unsupported": 501, "storage_error": 500, "unavailable": 503}
 TOO_LARGE = 413
+TOO_SLOW = 408
+_MAX_HEADER_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class HttpTimeouts:
+    """Seconds an HTTP connection may idle between requests, take over its headers, take over its body."""
+
+    idle: float = 5.0
+    headers: float = 10.0
+    body: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("idle", "headers", "body"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise InvalidInput(f"HTTP timeout {name} is a positive number of seconds (got {value!r})")
 _MEDIA = {"json": "application/json", "yaml": "application/yaml"}
 
 #: ``handler(request, fmt, headers) -> answer document``; it may raise (answered as on a stream).
 HttpHandler = Callable[[Any, Format, Mapping[str, str]], Awaitable[dict[str, Any]]]
 
 
-def http_app(handler: HttpHandler, limits: Limits = Limits()) -> Starlette:
-    """The HTTP transport: ``POST /`` with one document, answered by ``handler``."""
+def http_app(handler: HttpHandler, limits: Limits = Limits(), timeouts: HttpTimeouts = HttpTimeouts(),
+             budget: ByteBudget | None = None) -> Starlette:
+    """The HTTP transport: ``POST /`` with one document, answered by ``handler``; bodies being read draw on
+    ``budget`` (past it: 503 ``unavailable``)."""
+    budget = budget if budget is not None else ByteBudget()
 
     async def post(request: Request) -> Response:
+        held = [0]
+        try:
+            return await _post(request, held)
+        finally:
+            budget.give(held[0])
+
+    async def _post(request: Request, held: list[int]) -> Response:
         fmt: Format = "json" if "json" in request.headers.get("content-type", "") else "yaml"
-        document = await _body(request, limits)
+        try:
+            async with asyncio.timeout(timeouts.body):
+                document = await _body(request, limits, budget, held)
+        except TimeoutError:
+            failure = answer_failure(InvalidDocument(f"the body did not arrive within {timeouts.body:g}s"))
+            return Response(dump(failure, fmt), TOO_SLOW, media_type=_MEDIA[fmt], headers={"connection": "close"})
         try:
             value, loaded = receive(document, limits)
             if fmt == "json" and loaded != "json":
@@ -58,7 +98,7 @@ def http_app(handler: HttpHandler, limits: Limits = Limits()) -> Starlette:
         except Exception as exc:  # a bug must not take the server down
             answer = answer_failure(exc)
         if isinstance(document, TooLarge):
-            status = TOO_LARGE
+            status = HTTP_STATUS["unavailable"] if document.overloaded else TOO_LARGE
         else:
             status = HTTP_STATUS.get(answer["error"]["code"], 500) if "error" in answer else 200
         return Response(dump(answer, fmt), status, media_type=_MEDIA[fmt])
@@ -66,31 +106,90 @@ def http_app(handler: HttpHandler, limits: Limits = Limits()) -> Starlette:
     return Starlette(routes=[Route("/", post, methods=["POST"])])
 
 
-async def _body(request: Request, limits: Limits) -> bytes | TooLarge:
-    """The body, or a :class:`TooLarge` once it outgrows ``limits`` (the rest is not read)."""
+async def _body(request: Request, limits: Limits, budget: ByteBudget, held: list[int]) -> bytes | TooLarge:
+    """The body, or a :class:`TooLarge` once it outgrows ``limits`` or ``budget`` (the rest is not read); the
+    bytes it reserved from ``budget`` are added to ``held[0]``."""
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limits.max_bytes:
             return TooLarge(len(body))
+        if not budget.take(len(chunk)):
+            return TooLarge(len(body), overloaded=True)
+        held[0] += len(chunk)
     return bytes(body)
 
 
-class HttpServer:
-    """An ASGI ``app`` served by uvicorn on ``address`` (port 0: any free one), from :meth:`start` to :meth:`aclose`."""
+class _Guarded(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection whose request headers take longer than ``headers_timeout``."""
 
-    def __init__(self, app: Any, address: HostPort) -> None:
-        self.app, self.listen = app, address
+    headers_timeout = HttpTimeouts().headers
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._headers_due: asyncio.TimerHandle | None = None
+        self._await_headers()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.cycle is None or self.cycle.response_complete:
+            self._await_headers()  # the bytes of a request whose headers are not complete yet
+        elif self._headers_due is not None:
+            self._headers_due.cancel()
+            self._headers_due = None
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._headers_due is not None:  # idle now: uvicorn's keep-alive timeout takes over
+            self._headers_due.cancel()
+            self._headers_due = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._headers_due is not None:
+            self._headers_due.cancel()
+        super().connection_lost(exc)
+
+    def _await_headers(self) -> None:
+        if self._headers_due is None:
+            self._headers_due = self.loop.call_later(self.headers_timeout, self._too_slow)
+
+    def _too_slow(self) -> None:
+        self._headers_due = None
+        if self.cycle is None or self.cycle.response_complete:
+            self.transport.close()
+
+
+class HttpServer:
+    """An ASGI ``app`` served by uvicorn on ``address`` (port 0: any free one), from :meth:`start` to :meth:`aclose`.
+
+    With ``tls=(certfile, keyfile)`` it serves HTTPS.
+    """
+
+    def __init__(self, app: Any, address: HostPort, *, tls: tuple[str, str] | None = None,
+                 timeouts: HttpTimeouts = HttpTimeouts()) -> None:
+        self.app, self.listen, self.tls, self.timeouts = app, address, tls, timeouts
         self.address: HostPort | None = None  # the address bound, once started
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto IPPROTO_TCP, not 0: asyncio turns Nagle off only on sockets that say they are TCP, and a
+        # socket made with proto 0 (and every connection it accepts) kept it on: a ~44 ms floor per
+        # keep-alive request, the response's second write waiting for the client's delayed ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(self.listen)
         self.address = sock.getsockname()[:2]
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        protocol = type("GuardedH11", (_Guarded,), {"headers_timeout": self.timeouts.headers})
+        certfile, keyfile = self.tls if self.tls is not None else (None, None)
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off", http=protocol,
+                                timeout_keep_alive=max(1, round(self.timeouts.idle)),
+                                h11_max_incomplete_event_size=_MAX_HEADER_BYTES,
+                                ssl_certfile=certfile, ssl_keyfile=keyfile)
         self._server = uvicorn.Server(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started and not self._task.done():

@@ -7,8 +7,12 @@
   collection tags are accepted; any other tag is refused, naming it;
 - anchors and aliases are refused (no alias bomb can expand);
 - collections nest at most :attr:`~retain.wire.bounds.Limits.max_depth` deep;
-- plain scalars resolve as PyYAML's safe loader does (YAML 1.1), except that a
-  timestamp stays a string: the tree holds RFC 3339 strings, not datetimes;
+- plain scalars resolve by the YAML 1.2 core schema: ``null ~`` and the empty scalar,
+  ``true false`` (and their capitalised forms), decimal, ``0o`` and ``0x`` integers,
+  decimal floats and ``.inf``/``.nan``; everything else -- ``yes``, ``on``, ``1:1:1``
+  (YAML 1.1's sexagesimal, whose conversion was quadratic), timestamps -- is a string;
+- an integer has at most :attr:`~retain.wire.bounds.Limits.max_int_digits` digits, checked
+  before it is converted;
 - map keys are strings as written (``1: a`` has the key ``"1"``); a duplicate key is refused.
 
 Text that is not YAML at all raises :class:`NotYaml`; YAML that is refused raises
@@ -20,12 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import yaml
-from yaml.constructor import SafeConstructor
-from yaml.nodes import ScalarNode
+import re
 
-from retain.errors import InvalidDocument
-from retain.wire.bounds import Limits
+import yaml
+
+from retain.errors import InvalidDocument, LimitExceeded
+from retain.wire.bounds import Limits, check_digits
 from retain.wire.tags import TAG_NAMES, Or, build
 
 __all__ = ["NotYaml", "check_depth", "load_yaml"]
@@ -34,23 +38,62 @@ _CORE = "tag:yaml.org,2002:"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Resolver(yaml.resolver.BaseResolver):
-    """PyYAML's implicit scalar types, minus timestamps, merge keys and ``=``."""
+# The YAML 1.2 core schema's plain scalars (https://yaml.org/spec/1.2.2/#1032-tag-resolution).
+_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
+_BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+_INT = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
+_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+_SPECIAL_FLOATS = {".inf": float("inf"), ".Inf": float("inf"), ".INF": float("inf"), "+.inf": float("inf"),
+                   "+.Inf": float("inf"), "+.INF": float("inf"), "-.inf": float("-inf"), "-.Inf": float("-inf"),
+                   "-.INF": float("-inf"), ".nan": float("nan"), ".NaN": float("nan"), ".NAN": float("nan")}
 
 
-for _first, _resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items():
-    for _tag, _regexp in _resolvers:
-        if _tag in (_CORE + "bool", _CORE + "int", _CORE + "float", _CORE + "null"):
-            _Resolver.add_implicit_resolver(_tag, _regexp, [_first])
+def _resolve(text: str) -> str:
+    """The core schema's tag for a plain scalar."""
+    if text in _NULLS:
+        return _CORE + "null"
+    if text in _BOOLS:
+        return _CORE + "bool"
+    if _INT.fullmatch(text):
+        return _CORE + "int"
+    if text in _SPECIAL_FLOATS or _FLOAT.fullmatch(text):
+        return _CORE + "float"
+    return _CORE + "str"
 
-_RESOLVER = _Resolver()
-_CONSTRUCTOR = SafeConstructor()
-_SCALARS: dict[str, Callable[[str], Any]] = {
-    _CORE + "null": lambda text: None,
-    _CORE + "bool": lambda text: _CONSTRUCTOR.construct_yaml_bool(ScalarNode(_CORE + "bool", text)),
-    _CORE + "int": lambda text: _CONSTRUCTOR.construct_yaml_int(ScalarNode(_CORE + "int", text)),
-    _CORE + "float": lambda text: _CONSTRUCTOR.construct_yaml_float(ScalarNode(_CORE + "float", text)),
-    _CORE + "str": str,
+
+def _null(text: str, limits: Limits) -> None:
+    if text not in _NULLS:
+        raise ValueError(text)
+
+
+def _bool(text: str, limits: Limits) -> bool:
+    return _BOOLS[text]
+
+
+def _int(text: str, limits: Limits) -> int:
+    if not _INT.fullmatch(text):
+        raise ValueError(text)
+    if text.startswith(("0o", "0x")):
+        check_digits(text[2:], limits)
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    check_digits(text, limits)
+    return int(text)
+
+
+def _float(text: str, limits: Limits) -> float:
+    if text in _SPECIAL_FLOATS:
+        return _SPECIAL_FLOATS[text]
+    if not _FLOAT.fullmatch(text):
+        raise ValueError(text)
+    return float(text)
+
+
+_SCALARS: dict[str, Callable[[str, Limits], Any]] = {
+    _CORE + "null": _null,
+    _CORE + "bool": _bool,
+    _CORE + "int": _int,
+    _CORE + "float": _float,
+    _CORE + "str": lambda text, limits: text,
 }
 _REGISTERED = ", ".join(TAG_NAMES)
 
@@ -106,7 +149,7 @@ def load_yaml(text: str, limits: Limits, line_shift: int = 0) -> Any:
                 container, tag, _ = stack.pop()
                 _add(stack, result, Or(tuple(container)) if tag == "!or" else container, None)
             elif isinstance(event, yaml.ScalarEvent):
-                _add(stack, result, _scalar(event), event)
+                _add(stack, result, _scalar(event, limits), event)
     except yaml.YAMLError as exc:
         raise NotYaml(f"not a YAML or JSON document: {str(exc).splitlines()[0]}"
                       f"{_where(exc, line_shift)}") from None
@@ -134,7 +177,7 @@ def _shown(tag: str) -> str:
     return tag.replace(_CORE, "!!")
 
 
-def _scalar(event: yaml.ScalarEvent) -> Any:
+def _scalar(event: yaml.ScalarEvent, limits: Limits) -> Any:
     tag, text = event.tag, event.value
     if tag in TAG_NAMES:
         try:
@@ -143,14 +186,15 @@ def _scalar(event: yaml.ScalarEvent) -> Any:
             raise InvalidDocument(str(exc)) from None
     if tag is None or tag == "!":
         plain = event.implicit[0] and tag is None
-        tag = (_RESOLVER.resolve(ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
-               if plain else _CORE + "str")
+        tag = _resolve(text) if plain else _CORE + "str"
     construct = _SCALARS.get(tag)
     if construct is None:
         raise InvalidDocument(f"unknown tag {_shown(tag)}: the registered tags are {_REGISTERED}")
     try:
-        return construct(text)
-    except (ValueError, yaml.YAMLError):
+        return construct(text, limits)
+    except LimitExceeded:
+        raise
+    except (ValueError, KeyError):
         raise InvalidDocument(f"{text!r} is not a {_shown(tag)}") from None
 
 

@@ -11,9 +11,10 @@ import asyncio
 from collections.abc import Callable
 
 from retain.errors import InvalidInput
-from retain.wire.bounds import Limits
+from retain.wire.auth import Tokens, refuse_open
+from retain.wire.bounds import ByteBudget, Limits, StreamTimeouts
 from retain.wire.connection import Conversation, Link, serve_connection
-from retain.wire.sockets import HostPort, StreamSockets
+from retain.wire.sockets import DEFAULT_SOCKET_MODE, HostPort, StreamSockets
 
 __all__ = ["StreamServer"]
 
@@ -21,18 +22,29 @@ __all__ = ["StreamServer"]
 class StreamServer:
     """Serve conversations on a TCP (``listen``) and/or Unix (``socket_path``) stream socket.
 
+    Every connection's unfinished documents draw on one ``budget`` (a fresh :class:`~retain.wire.ByteBudget`
+    unless given) and are bounded in time by ``timeouts``.
+    With ``tokens`` every connection presents one first (:func:`~retain.wire.serve_connection`);
+    without, a non-loopback ``listen`` is refused unless ``insecure``
+    (:func:`~retain.wire.auth.refuse_open`). The Unix socket is made with ``socket_mode``.
+
     Raises:
-        InvalidInput: neither ``listen`` nor ``socket_path`` was given.
+        InvalidInput: neither ``listen`` nor ``socket_path`` was given, or an open server on a
+            non-loopback address.
     """
 
     def __init__(self, conversation: Callable[[Link], Conversation], *, listen: HostPort | None = None,
-                 socket_path: str | None = None, limits: Limits = Limits()) -> None:
+                 socket_path: str | None = None, limits: Limits = Limits(), tokens: Tokens | None = None,
+                 insecure: bool = False, socket_mode: int = DEFAULT_SOCKET_MODE, budget: ByteBudget | None = None,
+                 timeouts: StreamTimeouts = StreamTimeouts()) -> None:
         if listen is None and socket_path is None:
             raise InvalidInput("serve on listen=(host, port), socket_path=PATH, or both")
-        self.conversation, self.limits = conversation, limits
+        refuse_open([None if listen is None else listen[0]], tokens, insecure)
+        self.conversation, self.limits, self.tokens = conversation, limits, tokens
+        self.budget, self.timeouts = budget if budget is not None else ByteBudget(), timeouts
         self.listen, self.socket_path = listen, socket_path
         self.address: HostPort | None = None  # the TCP address bound, once started
-        self._sockets = StreamSockets(self._connection)
+        self._sockets = StreamSockets(self._connection, socket_mode=socket_mode)
 
     async def start(self) -> None:
         await self._sockets.bind(self.listen, self.socket_path)
@@ -42,4 +54,5 @@ class StreamServer:
         await self._sockets.close()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await serve_connection(reader, writer, self.conversation, self.limits)
+        await serve_connection(reader, writer, self.conversation, self.limits, self.tokens, self.budget,
+                               self.timeouts)
