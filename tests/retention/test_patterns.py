@@ -45,6 +45,11 @@ class TestPure:
         assert [(entry.key, entry.window) for entry in entries] == [
             ("a", MaxLen(50)), ("b1", MaxLen(10)), ("c", MaxLen(10)), ("b2", MaxLen(20))]
 
+    def test_a_key_the_pattern_cannot_take_is_skipped(self):
+        """An archived pattern matching '.' (no object-store path segment) leaves that key out, not the rescan."""
+        entries = expand([], [StreamPattern("*", MaxLen(1), archive=True)], {"*": [".", "ok"]})
+        assert [entry.key for entry in entries] == ["ok"]
+
     def test_refusals(self):
         """A bad glob, rescan or repeated pattern is refused before any I/O."""
         with pytest.raises(InvalidPolicy, match="contains ' '"):

@@ -16,6 +16,7 @@ matched, made into the policy a beat applies.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -28,6 +29,8 @@ from retain.streams.keys import MAX_RAW_KEY_LENGTH, RawKey
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
 __all__ = ["DEFAULT_RESCAN", "StreamPattern", "expand", "keys_of"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_RESCAN = timedelta(minutes=1)
 #: keys SCAN looks at per call: a rescan of a million keys is about a thousand round trips
@@ -106,13 +109,21 @@ def expand(explicit: Sequence[Any], patterns: Sequence[StreamPattern],
            found: Mapping[str, Sequence[str]]) -> list[Any]:
     """The entries a beat applies: the explicit ones, then per pattern (in order) each matched key not yet taken.
 
-    ``found``: pattern -> the keys it matched. Pure.
+    ``found``: pattern -> the keys it matched. A matched key its pattern's
+    options refuse (an archived pattern matching ``.``, no object-store path
+    segment) is left out, logged: one odd key never stops a rescan. Pure but for that log.
     """
     entries = list(explicit)
     taken = {entry.key for entry in explicit}
     for pattern in patterns:
         for key in sorted(found.get(pattern.pattern, ())):
-            if key not in taken:
-                taken.add(key)
-                entries.append(pattern.entry_for(key))
+            if key in taken:
+                continue
+            try:
+                entry = pattern.entry_for(key)
+            except InvalidPolicy as exc:
+                log.warning("pattern %s matched %r, which it cannot apply to; skipped: %s", pattern.pattern, key, exc)
+                continue
+            taken.add(key)
+            entries.append(entry)
     return entries
