@@ -31,16 +31,16 @@ def test_retention():
     """retain.retention exports the policy (and its file), the retention driver, the dry run and the metrics."""
     assert sorted(retain.retention.__all__) == sorted([
         "ArchiveSettings", "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile",
-        "RetentionDriver", "StreamPolicy", "StreamPreview", "SweepReport", "TrimCall", "beat_delay", "decide",
-        "load_policy", "parse_policy", "preview",
+        "RetentionDriver", "StreamPolicy", "StreamPreview", "StreamStatus", "SweepReport", "TrimCall", "beat_delay",
+        "decide", "load_policy", "parse_policy", "preview", "stream_status",
     ])
 
 
 def test_servers():
     """retain.servers exports the embedded servers."""
     assert sorted(retain.servers.__all__) == sorted([
-        "PostgresServer", "RedisCluster", "RedisServer", "SeaweedServer", "ServerStartError", "ValkeyServer",
-        "find_postgres_bin", "find_redis_server", "find_valkey_server", "find_weed", "free_port",
+        "PostgresServer", "RedisCluster", "RedisServer", "SeaweedServer", "SentinelServer", "ServerStartError",
+        "ValkeyServer", "find_postgres_bin", "find_redis_server", "find_valkey_server", "find_weed", "free_port",
     ])
 
 

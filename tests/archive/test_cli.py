@@ -159,3 +159,48 @@ class TestDemoAct:
         assert "the driver folds before it trims, beat by beat" in text
         assert ("merge-read: 6000 entries for 6000 appended (4500 from the archive, 1500 live); each once: True; "
                 "in id order: True; same ids and fields as appended: True") in " ".join(text.split())
+
+
+class TestFirstSteps:
+    """Issue 15's problems 7 and 8, through the real command in a process of its own."""
+
+    @staticmethod
+    def run(*args: str, cwd=None, env=None):
+        import os
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        import retain
+        # this checkout's retain, whatever the working directory
+        env = {**(os.environ if env is None else env), "PYTHONPATH": str(Path(retain.__file__).parents[1])}
+        return subprocess.run([sys.executable, "-c", "from retain.cli import main; main()", "archive", *args],
+                              capture_output=True, text=True, timeout=120, cwd=cwd, env=env)
+
+    def test_ls_in_an_empty_folder_creates_nothing(self, tmp_path):
+        """`retain archive ls` where no archive is: it says so, exits 0, and ./retain-archive is not made."""
+        result = self.run("ls", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "no archive at" in result.stdout and "nothing has been folded there yet" in result.stdout
+        assert list(tmp_path.iterdir()) == []
+
+    def test_missing_s3_credentials_are_named(self, tmp_path):
+        """An s3:// archive at an endpoint with no credentials: one line naming the variables to set, before any
+        request (never a 403 from the cloud's metadata endpoint)."""
+        import os
+        env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+        result = self.run("ls", "--archive", "s3://logs/retain", "--s3-endpoint", "http://127.0.0.1:9", env=env)
+        assert result.returncode == 1
+        assert "no S3 credentials for 's3://logs/retain'" in result.stderr and "AWS_ACCESS_KEY_ID" in result.stderr
+        assert "169.254.169.254" not in result.stderr and "Traceback" not in result.stderr
+
+    def test_the_metadata_endpoints_refusal_says_credentials_are_missing(self):
+        """Where the store fell back to the metadata endpoint anyway (no endpoint given), its refusal is mapped to
+        an error that says no credentials were found."""
+        from retain.archive._boundary import map_error
+        from retain.errors import ArchiveAccessDenied
+        text = ("Generic S3 error: Error performing PUT http://169.254.169.254/latest/api/token in 3ms - "
+                "Server returned non-2xx status code 403 Forbidden")
+        error = map_error(OSError(text), "opening the table 's3://logs/retain'")
+        assert isinstance(error, ArchiveAccessDenied)
+        assert "no S3 credentials were found" in str(error) and "AWS_ACCESS_KEY_ID" in str(error)

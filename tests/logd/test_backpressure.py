@@ -15,7 +15,7 @@ import pytest
 
 from retain.logd import Client, ServerThread
 from retain.servers import free_port
-from retain.wire import Framer, HttpTimeouts, StreamSockets, StreamTimeouts, load
+from retain.wire import Framer, HttpTimeouts, Limits, StreamSockets, StreamTimeouts, load
 from tests.helpers.waiting import wait_for
 
 BIG = "x" * 100_000  # a value whose answer fills socket buffers quickly
@@ -224,3 +224,28 @@ class TestReadsBesideTheWriter:
         finally:
             release.set()
             busy.result(timeout=60)
+
+
+class TestUnreadDeltas:
+    def test_a_watcher_that_never_reads_is_closed_not_buffered(self, store):
+        """A watch's deltas are pushed without waiting for the watcher; one that never reads used to make the
+        server buffer every delta for ever. Past max_unsent bytes left unread its connection is closed (its
+        watch dropped); other clients go on."""
+        with ServerThread(store, listen=("127.0.0.1", 0), limits=Limits(max_unsent=256 * 1024)) as running:
+            watcher = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            watcher.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # before connecting: a small window
+            watcher.settimeout(60)
+            watcher.connect(running.address)
+            watcher.sendall(b'{"watch":{"path":"jobs"}}\n...\n')
+            hub = running.server._hub
+            wait_for(lambda: bool(hub.subscriptions), "the watch to be subscribed")
+            try:
+                with Client(running.address) as writer:
+                    for index in range(300):
+                        writer.patch([{"set": f"jobs.j{index}", "value": {"v": "v" * 100_000}}])
+                        if not hub.subscriptions:
+                            break
+                    wait_for(lambda: not hub.subscriptions, "the unread watcher to be dropped", timeout=60)
+                    assert writer.get("jobs.j0.v").value == "v" * 100_000
+            finally:
+                watcher.close()

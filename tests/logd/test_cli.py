@@ -105,3 +105,17 @@ class TestPortInUse:
         assert "logd cannot start" in result.stderr and "address already in use" in result.stderr.lower()
         assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
         assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+class TestUnopenableDb:
+    @pytest.mark.parametrize("where, says", [("absent/dir/logd.sqlite3", "does not exist"), (".", "is a directory")],
+                             ids=["no directory", "a directory"])
+    def test_the_path_is_named(self, tmp_path, where, says):
+        """logd serve --db on a path SQLite cannot open: one line naming the path and why, exit 1."""
+        db = tmp_path / where
+        result = subprocess.run([sys.executable, "-c", "from retain.cli import main; main()", "logd", "serve",
+                                 "--db", str(db), "--socket", str(tmp_path / "logd.sock")], capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode == 1, result.stderr
+        assert f"cannot open the store {db}" in result.stderr and says in result.stderr
+        assert "Traceback" not in result.stderr

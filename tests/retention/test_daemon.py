@@ -148,7 +148,7 @@ class TestRefusals:
     def test_metrics_need_the_daemon(self, tmp_path, redis_server):
         """--metrics-port makes no sense with --once or --dry-run."""
         result = invoke(str(write_policy(tmp_path, redis_server.url, FEED)), "--once", "--metrics-port", "9464")
-        assert result.exit_code == 2 and "--metrics-port serves a running daemon" in result.output
+        assert result.exit_code == 2 and "--http and --metrics-port serve a running daemon" in result.output
 
 
 class TestDaemonProcess:

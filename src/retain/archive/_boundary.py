@@ -58,6 +58,10 @@ def _first_line(exc: BaseException) -> str:
     return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "…"
 
 
+#: where object_store asks for credentials when none are given (the cloud's instance metadata)
+_METADATA_ENDPOINT = "169.254.169.254"
+
+
 def map_error(exc: BaseException, what: str) -> ArchiveError:
     """The retain error that stands for an obstore, delta-rs or store exception raised while doing ``what``."""
     reason = _first_line(exc)
@@ -70,6 +74,10 @@ def map_error(exc: BaseException, what: str) -> ArchiveError:
         return ArchiveObjectMissing(f"{what}: no such object ({reason})")
     if isinstance(exc, (DeltaProtocolError, SchemaMismatchError)):
         return ArchiveCorrupt(f"{what}: the table's log is not what retain writes ({reason})")
+    if _METADATA_ENDPOINT in whole:
+        return ArchiveAccessDenied(f"{what}: no S3 credentials were found (AWS_ACCESS_KEY_ID and "
+                                   "AWS_SECRET_ACCESS_KEY, or the access_key_id and secret_access_key options), so "
+                                   f"the store asked the cloud's metadata endpoint for some, and it refused ({reason})")
     if isinstance(exc, (obstore.exceptions.PermissionDeniedError, obstore.exceptions.UnauthenticatedError)) or \
             any(words in whole for words in _REFUSED):
         return ArchiveAccessDenied(f"{what}: the store refused the credentials ({reason})")

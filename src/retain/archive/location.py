@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import weakref
@@ -45,6 +46,12 @@ __all__ = ["DEFAULT_RETRY", "Location", "ObjectFile"]
 DEFAULT_RETRY = {"max_retries": 3, "retry_timeout": timedelta(seconds=20),
                  "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2)}}
 _CLIENT_KEYS = {"client_options", "retry_config", "allow_http"}
+#: options that give an S3 store its credentials (or say it needs none), in object_store's names
+_CREDENTIAL_KEYS = {"access_key_id", "aws_access_key_id", "skip_signature", "aws_skip_signature",
+                    "credential_provider"}
+#: environment variables object_store takes credentials from
+_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                   "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_SKIP_SIGNATURE")
 
 
 @dataclass
@@ -106,6 +113,12 @@ class Location:
         config = {name: value for name, value in options.items() if name not in _CLIENT_KEYS}
         client = dict(options.get("client_options") or {})
         endpoint = str(config.get("endpoint", ""))
+        if endpoint and not (_CREDENTIAL_KEYS & set(config) or any(os.environ.get(name) for name in _CREDENTIAL_ENV)):
+            # Without credentials object_store falls back to the cloud's metadata endpoint, which a server of
+            # one's own never has: the user would see a 403 from 169.254.169.254, naming nothing they set.
+            raise InvalidArchive(f"no S3 credentials for {url!r} at {endpoint}: set AWS_ACCESS_KEY_ID and "
+                                 "AWS_SECRET_ACCESS_KEY (or the access_key_id and secret_access_key options; "
+                                 "skip_signature = true for a public bucket)")
         allow_http = options.get("allow_http", endpoint.startswith("http://"))
         if allow_http:
             client["allow_http"] = True

@@ -18,6 +18,7 @@ from retain.cli.archive import archive
 from retain.cli.demo import demo
 from retain.cli.docd import docd
 from retain.cli.logd import logd
+from retain.cli.server import server
 from retain.cli.streams import streams
 
 __all__ = ["main"]
@@ -31,6 +32,7 @@ def main() -> None:
     \b
     Example:
         retain demo
+        retain server redis --port 6390
         retain streams trim codemojex activity --maxlen 10000
         retain logd serve --db logd.sqlite3
     """
@@ -41,3 +43,4 @@ main.add_command(streams)
 main.add_command(logd)
 main.add_command(archive)
 main.add_command(docd)
+main.add_command(server)

@@ -1,17 +1,19 @@
-"""What every command shares: error translation, the Redis connection option, time parsing."""
+"""What every command shares: error translation, the Redis connection options, time parsing."""
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import click
-import redis
 
+from retain._redis import TlsFiles, redis_client
 from retain.clock import parse_rfc3339
 from retain.errors import RetainError
 
-__all__ = ["RetainGroup", "parse_instant", "redis_url_option", "connect"]
+__all__ = ["RedisTarget", "RetainGroup", "connect", "parse_instant", "redis_url_option", "tls_options"]
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 
@@ -26,16 +28,50 @@ class RetainGroup(click.Group):
             raise click.ClickException(str(exc)) from exc
 
 
+@dataclass(frozen=True)
+class RedisTarget:
+    """Where a one-shot command connects: the URL, whether it is a cluster, the TLS files."""
+
+    url: str
+    cluster: bool = False
+    tls: TlsFiles = field(default_factory=TlsFiles)
+
+
+URL_HELP = ("Redis/Valkey server: redis://[USER:PASSWORD@]HOST:PORT/DB, rediss://... (TLS), unix:///PATH, "
+            "or redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE.")
+
+
+def tls_options(function: Any) -> Any:
+    """--tls-ca, --tls-cert, --tls-key: the files of a rediss:// connection."""
+    for option in reversed([
+        click.option("--tls-ca", type=click.Path(dir_okay=False), help="CA bundle (PEM) to trust for rediss://."),
+        click.option("--tls-cert", type=click.Path(dir_okay=False),
+                     help="Client certificate (PEM) for a server that asks for one (with --tls-key)."),
+        click.option("--tls-key", type=click.Path(dir_okay=False), help="The client certificate's key (PEM)."),
+    ]):
+        function = option(function)
+    return function
+
+
 def redis_url_option(function: Any) -> Any:
+    """--url, --cluster and the TLS files, handed to the command as one ``target`` (:class:`RedisTarget`)."""
+
+    @functools.wraps(function)
+    def bundled(*args: Any, url: str, cluster: bool, tls_ca: str | None, tls_cert: str | None, tls_key: str | None,
+                **kwargs: Any) -> Any:
+        return function(*args, target=RedisTarget(url, cluster, TlsFiles(tls_ca, tls_cert, tls_key)), **kwargs)
+
+    wrapped: Any = tls_options(bundled)
+    wrapped = click.option("--cluster", is_flag=True, help="The server is a node of a Redis Cluster.")(wrapped)
     return click.option("--url", envvar="RETAIN_REDIS_URL", default=DEFAULT_REDIS_URL, show_default=True,
-                        show_envvar=True, help="Redis/Valkey server to connect to.")(function)
+                        show_envvar=True, help=URL_HELP)(wrapped)
 
 
-def connect(url: str) -> redis.Redis:
-    """A client for ``url``; a malformed URL is a usage error, not a traceback."""
+def connect(target: RedisTarget) -> Any:
+    """A client for ``target`` (a cluster client with ``--cluster``); a malformed URL is refused before any I/O."""
     try:
-        return redis.Redis.from_url(url)
-    except ValueError as exc:
+        return redis_client(target.url, cluster=target.cluster, tls=target.tls)
+    except RetainError as exc:
         raise click.BadParameter(str(exc), param_hint="--url") from exc
 
 

@@ -11,14 +11,16 @@ import base64
 import json
 import re
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from retain.cli._common import connect, parse_instant, redis_url_option
+from retain.cli._common import RedisTarget, connect, parse_instant, redis_url_option
 from retain.streams import RawKey, Stream, StreamRef
 from retain.streams.keys import DEFAULT_PREFIX
 
@@ -68,6 +70,15 @@ def _open(archive_url: str, s3_endpoint: str | None, s3_region: str | None) -> A
     return Archive(archive_url, **options)
 
 
+def _missing_directory(archive_url: str) -> Path | None:
+    """The directory of a local archive URL when it does not exist (None: it exists, or the archive is not local)."""
+    parts = urlsplit(archive_url)
+    if len(parts.scheme) > 1 and parts.scheme.lower() != "file":
+        return None
+    directory = Path(unquote(parts.path) if parts.scheme.lower() == "file" else archive_url)
+    return None if directory.exists() else directory.resolve()
+
+
 def _bound(value: str | None, param_hint: str) -> str | datetime | None:
     """A stream id, ``<ms>``, or an RFC 3339 time."""
     if value is None or _ID_OR_MS.fullmatch(value):
@@ -100,7 +111,7 @@ def archive() -> None:
 @redis_url_option
 def fold_command(queue: str | None, name: str | None, raw_key: str | None, prefix: str, upto: str | None,
                  count: int, segment_entries: int, archive_url: str, s3_endpoint: str | None,
-                 s3_region: str | None, url: str) -> None:
+                 s3_region: str | None, target: RedisTarget) -> None:
     """Fold a stream's entries after the watermark W into the archive's table, and advance W.
 
     Nothing is trimmed: `retain archive fold` only makes the entries durable.
@@ -111,6 +122,7 @@ def fold_command(queue: str | None, name: str | None, raw_key: str | None, prefi
         retain archive fold codemojex activity
         retain archive fold codemojex activity --upto 2026-09-12T08:00:00Z --archive s3://logs/retain \\
             --s3-endpoint http://127.0.0.1:8333 --s3-region us-east-1
+        retain archive fold codemojex activity --cluster --url redis://10.0.0.5:7000/0
     """
     from retain.archive import fold
 
@@ -121,7 +133,7 @@ def fold_command(queue: str | None, name: str | None, raw_key: str | None, prefi
     # The key goes in as the task's description: it holds braces that a format string would read.
     columns = (SpinnerColumn(), TextColumn("folding {task.description}", markup=False), BarColumn(),
                MofNCompleteColumn(), TextColumn("entries"), TimeElapsedColumn())
-    with connect(url) as conn, Progress(*columns, console=console, transient=True,
+    with connect(target) as conn, Progress(*columns, console=console, transient=True,
                                         disable=not console.is_terminal) as progress:
         task = progress.add_task(stream.key, total=None)
 
@@ -152,7 +164,7 @@ def _json_line(entry_id: bytes, fields: dict[bytes, bytes]) -> str:
 @redis_url_option
 def read_command(queue: str | None, name: str | None, raw_key: str | None, prefix: str, since: str | None,
                  until: str | None, archive_url: str, s3_endpoint: str | None, s3_region: str | None,
-                 url: str) -> None:
+                 target: RedisTarget) -> None:
     """Print a stream's entries, archived and live, in id order as JSON lines.
 
     Each line is {"id": "<ms>-<seq>", "fields": {...}}; a value that is not
@@ -163,13 +175,14 @@ def read_command(queue: str | None, name: str | None, raw_key: str | None, prefi
     Example:
         retain archive read codemojex activity --since 2026-09-12T08:00:00Z --until 2026-09-12T09:00:00Z
         retain archive read --key legacy:feed --since 1789171200000-0 | jq .fields.player
+        retain archive read codemojex activity --cluster --url redis://10.0.0.5:7000/0
     """
     from retain.archive import read
 
     stream = _stream(queue, name, raw_key, prefix)
     start, end = _bound(since, "--since"), _bound(until, "--until")
     store = _open(archive_url, s3_endpoint, s3_region)
-    with connect(url) as conn:
+    with connect(target) as conn:
         for entry_id, fields in read(conn, stream, store, start, end):
             click.echo(_json_line(entry_id, fields))
 
@@ -180,7 +193,7 @@ def read_command(queue: str | None, name: str | None, raw_key: str | None, prefi
 @_archive_options
 @redis_url_option
 def catch_up_command(queue: str | None, name: str | None, raw_key: str | None, prefix: str, group: str,
-                     archive_url: str, s3_endpoint: str | None, s3_region: str | None, url: str) -> None:
+                     archive_url: str, s3_endpoint: str | None, s3_region: str | None, target: RedisTarget) -> None:
     """Print what a consumer group missed to a trim, from the archive, as JSON lines; then move the group to W.
 
     Yields the entries after the group's last-delivered id up to the archive's
@@ -198,7 +211,7 @@ def catch_up_command(queue: str | None, name: str | None, raw_key: str | None, p
 
     stream = _stream(queue, name, raw_key, prefix)
     store = _open(archive_url, s3_endpoint, s3_region)
-    with connect(url) as conn:
+    with connect(target) as conn:
         for entry_id, fields in catch_up(conn, stream, group, store):
             click.echo(_json_line(entry_id, fields))
 
@@ -216,6 +229,10 @@ def ls_command(queue: str | None, name: str | None, raw_key: str | None, prefix:
         retain archive ls
         retain archive ls codemojex activity --archive s3://logs/retain --s3-endpoint http://127.0.0.1:8333
     """
+    missing = _missing_directory(archive_url)
+    if missing is not None:  # listing must not create the archive it lists
+        click.echo(f"no archive at {missing}: nothing has been folded there yet")
+        return
     store = _open(archive_url, s3_endpoint, s3_region)
     console = Console()
     kind = "table" if store.format == 2 else "format 1, read-only until `retain archive migrate`"
@@ -428,7 +445,7 @@ def verify_command(location: str | None, redis_url: str | None, archive_url: str
     from retain.archive.verify import verify
 
     store = _open(location or archive_url, s3_endpoint, s3_region)
-    conn = connect(redis_url) if redis_url is not None else None
+    conn = connect(RedisTarget(redis_url)) if redis_url is not None else None
     try:
         report = verify(store, conn)
     finally:

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from retain.cli._ops import docd_ops, http_address, http_option, log_format_option
 from retain.wire import Limits
 
 __all__ = ["docd"]
@@ -62,9 +63,11 @@ def _where(server: Any, socket_path: str | None) -> str:
 @click.option("--insecure", is_flag=True, help="Serve a non-loopback address without --tokens (anyone may write).")
 @click.option("--socket-mode", default="0600", show_default=True,
               help="Permission mode (octal) of the --socket file; whatever the umask.")
+@http_option
+@log_format_option
 def serve_command(mounts_file: str, logd_address: str | None, listen: str | None, socket_path: str | None,
                   max_document_bytes: int, tokens_file: str | None, owner_token: str | None, insecure: bool,
-                  socket_mode: str) -> None:
+                  socket_mode: str, http: str | None, log_format: str) -> None:
     """Serve docd: each request goes to the owner of its path.
 
     A retain request is split by owner, sent to every owner at once with one
@@ -77,6 +80,7 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
         retain docd serve --mounts mounts.toml
         retain docd serve --mounts mounts.toml --logd unix:/tmp/logd.sock --socket /tmp/docd.sock
         retain docd serve --mounts mounts.toml --tokens callers.toml --owner-token "$DOCD_SECRET"
+        retain docd serve --mounts mounts.toml --http 127.0.0.1:9467 --log-format json
     """
     from retain.cli.logd import server_security
     from retain.daemon import run_daemon
@@ -84,13 +88,21 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
     from retain.docd.server import DocdServer
     from retain.wire import ThreadedServer
 
+    ops_address = http_address(http) if http is not None else None
     table = load_mounts(mounts_file).with_logd(logd_address)
     where = _stream_address(listen, socket_path, DEFAULT_LISTEN)
-    tokens, _, mode = server_security(tokens_file, insecure, None, None, socket_mode, [where.get("listen")])
+    tokens, _, mode = server_security(tokens_file, insecure, None, None, socket_mode, [where.get("listen"),
+                                                                                       ops_address])
+    ops: list[Any] = []
+    if ops_address is not None:
+        ops_server, observe = docd_ops(table, ops_address, tokens)
+        ops.append(ops_server)
+        where["observe"] = observe
     running = ThreadedServer(DocdServer(table, limits=Limits(max_bytes=max_document_bytes), tokens=tokens,
                                         owner_token=owner_token, insecure=insecure, socket_mode=mode, **where))
+    services = [running, *ops]  # /healthz answers once docd itself serves
     mounts = ", ".join(mount.name for mount in table.mounts) or "none"
-    run_daemon(running, name="docd", finishing="the requests under way",
+    run_daemon(*services, name="docd", finishing="the requests under way", log_format=log_format,
                started=lambda: f"docd serving on {_where(running.server, socket_path)}; mounts: {mounts}")
 
 

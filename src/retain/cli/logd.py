@@ -8,6 +8,8 @@ from typing import IO, Any
 
 import click
 
+from retain.cli._ops import (ScheduleOps, http_address, http_option, log_format_option, logd_page, logd_readiness,
+                             ops_tokens, ops_tokens_options)
 from retain.errors import RetainError
 from retain.wire import ByteBudget, Limits
 
@@ -33,7 +35,8 @@ def logd() -> None:
               help="SQLite file holding the store (made if missing).")
 @click.option("--listen", help=f"TCP HOST:PORT for the document stream [default: {DEFAULT_LISTEN} unless --socket].")
 @click.option("--socket", "socket_path", help="Unix socket PATH for the document stream, instead of --listen.")
-@click.option("--http", help="Also serve HTTP POST / on HOST:PORT (for curl).")
+@click.option("--http", help="Also serve HTTP on HOST:PORT: POST / takes a request (for curl); GET /healthz, "
+                             "/readyz, /metrics and / (the dashboard) are the operator's.")
 @click.option("--read-budget", type=int, help="storage.readBudget: the most records one read may touch [100000].")
 @click.option("--synchronous", type=click.Choice(["off", "normal", "full", "extra"]),
               help="storage.synchronous: SQLite flush level [full].")
@@ -51,10 +54,11 @@ def logd() -> None:
 @click.option("--tls-key", type=click.Path(dir_okay=False), help="PEM private key of --tls-cert.")
 @click.option("--socket-mode", default="0600", show_default=True,
               help="Permission mode (octal) of the --socket file; whatever the umask.")
+@log_format_option
 def serve_command(db: str, listen: str | None, socket_path: str | None, http: str | None, read_budget: int | None,
                   synchronous: str | None, cutoff: str | None, tiers: tuple[str, ...], horizon: str | None,
                   max_document_bytes: int, max_buffered_bytes: int, tokens_file: str | None, insecure: bool, tls_cert: str | None,
-                  tls_key: str | None, socket_mode: str) -> None:
+                  tls_key: str | None, socket_mode: str, log_format: str) -> None:
     """Serve a store: one writer applies every request in arrival order.
 
     Each connection carries a stream of YAML or JSON documents, each ended
@@ -69,6 +73,7 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
         retain logd serve --max-buffered-bytes 67108864 --max-document-bytes 1048576
         retain logd serve --listen 0.0.0.0:7420 --tokens tokens.toml --http 0.0.0.0:7421 \\
             --tls-cert cert.pem --tls-key key.pem
+        retain logd serve --db /var/lib/retain/logd.sqlite3 --http 127.0.0.1:7421 --log-format json
     """
     from retain.daemon import run_daemon
     from retain.logd import Store
@@ -98,9 +103,20 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
     # to 140-160 ms at 50 clients with 0.5 ms).
     sys.setswitchinterval(0.0005)
     with store:
+        ops: dict[str, Any] = {}
+        if http_address is not None:
+            from retain.logd.metrics import LogdMetrics
+            from retain.ops import ops_routes
+
+            metrics = LogdMetrics(store_path=db, head=lambda: store.head)
+            store.listen(metrics.committed)
+            health = logd_readiness(db)
+            ops = {"observe": metrics.observe,
+                   "http_routes": ops_routes(health, metrics.registry, logd_page(db, store, metrics, health),
+                                             tokens)}
         running = ServerThread(store, listen=address, socket_path=socket_path, http=http_address,
                                limits=Limits(max_bytes=max_document_bytes), tokens=tokens, insecure=insecure,
-                               tls=tls, socket_mode=mode, budget=ByteBudget(max_buffered_bytes))
+                               tls=tls, socket_mode=mode, budget=ByteBudget(max_buffered_bytes), **ops)
 
         def started() -> str:
             server = running.server
@@ -110,7 +126,8 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
             return f"logd serving {db} at head {store.head} on {' and '.join(where)}"
 
         try:
-            run_daemon(running, name="logd", started=started, finishing="the requests under way")
+            run_daemon(running, name="logd", started=started, finishing="the requests under way",
+                       log_format=log_format)
         except RetainError:
             store.close()
             _remove_store_files(db, made)  # a store this failed start created is not left behind
@@ -258,7 +275,11 @@ def retain_command(file: IO[str], address: str, author: str | None, scope: str |
 @click.option("--once", is_flag=True, help="Send one request now and exit (for cron); exit status 1 on an error.")
 @click.option("--token", envvar="RETAIN_TOKEN", show_envvar=True,
               help="The secret of a token with 'retain' to present (a logd served with --tokens needs one).")
-def schedule_command(policy_path: str, address: str | None, once: bool, token: str | None) -> None:
+@http_option
+@ops_tokens_options
+@log_format_option
+def schedule_command(policy_path: str, address: str | None, once: bool, token: str | None, http: str | None,
+                     ops_tokens_file: str | None, insecure: bool, log_format: str) -> None:
     """Send the retain request of a TOML schedule to a logd on its beat.
 
     POLICY declares the beat (every), the rules and where logd is (see
@@ -271,9 +292,10 @@ def schedule_command(policy_path: str, address: str | None, once: bool, token: s
     Example:
         retain logd schedule retain-jobs.toml
         retain logd schedule retain-jobs.toml --once --connect unix:/run/logd.sock
+        retain logd schedule retain-jobs.toml --http 127.0.0.1:9466 --log-format json
     """
-    import functools
     import logging
+    import time
 
     from retain.beats import Beat
     from retain.clock import utc_now
@@ -282,6 +304,10 @@ def schedule_command(policy_path: str, address: str | None, once: bool, token: s
     from retain.logd.schedule import describe_answer, load_schedule, schedule_beat, send_retain
     from retain.wire import dump_braced
 
+    if http is not None and once:
+        raise click.UsageError("--http serves a running schedule: drop --once")
+    ops_address = http_address(http) if http is not None else None
+    readers = ops_tokens(ops_tokens_file, insecure, ops_address)
     schedule = load_schedule(policy_path)
     target = parse_address(address or schedule.connect or DEFAULT_LISTEN)
     if once:
@@ -291,10 +317,32 @@ def schedule_command(policy_path: str, address: str | None, once: bool, token: s
             sys.exit(1)
         return
     log = logging.getLogger("retain.schedule")
-    beat: Beat = schedule_beat(schedule, target, on_answer=lambda now, answer: log.info(describe_answer(answer)),
-                               on_error=lambda now, error: log.warning("retain at %s: %s", now.isoformat(), error),
-                               send=functools.partial(send_retain, token=token))
-    run_daemon(beat, name="retain schedule", log=log, finishing="the beat in progress", stopped=lambda: f"after {beat.beats} beats",
+    ops = ScheduleOps(schedule.source, schedule.every.total_seconds()) if ops_address is not None else None
+    sent = [time.perf_counter()]
+
+    def send(*args: Any, **options: Any) -> dict[str, Any]:
+        sent[0] = time.perf_counter()
+        return send_retain(*args, token=token, **options)
+
+    def on_answer(now: Any, answer: dict[str, Any]) -> None:
+        summary = describe_answer(answer)
+        log.info(summary, extra={"answer": answer})
+        if ops is not None:
+            ops.answered(now, answer, summary, time.perf_counter() - sent[0])
+
+    def on_error(now: Any, error: Exception) -> None:
+        log.warning("retain at %s: %s", now.isoformat(), error, extra={"error": type(error).__name__})
+        if ops is not None:
+            ops.failed(now, error)
+
+    beat: Beat = schedule_beat(schedule, target, on_answer=on_answer, on_error=on_error, send=send)
+    services: list[Any] = [beat]
+    if ops is not None and ops_address is not None:
+        from retain.ops import OpsServer
+
+        services.insert(0, OpsServer(ops_address, ops.health, ops.registry, ops.page, readers))
+    run_daemon(*services, name="retain schedule", log=log, log_format=log_format, finishing="the beat in progress",
+               stopped=lambda: f"after {beat.beats} beats",
                started=lambda: f"retain schedule from {schedule.source}: {len(schedule.request.rules)} rules "
                                f"every {schedule.every} to {address or schedule.connect or DEFAULT_LISTEN}")
 

@@ -9,23 +9,24 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import click
-import redis
-import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from retain._redis import translate_errors
+from retain._redis import TlsFiles, redis_client, translate_errors
 from retain.clock import utc_now
 from retain.daemon import Service, run_daemon
-from retain.errors import ServerUnavailable
-from retain.cli._common import DEFAULT_REDIS_URL, connect, parse_instant, redis_url_option
-from retain.retention import DriverMetrics, PolicyFile, RetentionDriver, SweepReport, load_policy, preview
+from retain.errors import InvalidInput, ServerUnavailable
+from retain.cli._common import (DEFAULT_REDIS_URL, URL_HELP, RedisTarget, connect, parse_instant, redis_url_option,
+                                tls_options)
+from retain.cli._ops import StreamsOps, http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
+from retain.retention import PolicyFile, RetentionDriver, SweepReport, load_policy, preview
 from retain.streams import RawKey, StreamRef, trim
 from retain.streams.keys import DEFAULT_PREFIX
 from retain.windows import MaxAge, MaxLen, MinId
 
 if TYPE_CHECKING:
     from retain.archive import Archive
+    from retain.wire import Tokens
 
 __all__ = ["streams"]
 
@@ -54,7 +55,8 @@ def streams() -> None:
 @click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="Key prefix of the layout.")
 @redis_url_option
 def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxlen: int | None,
-                 max_age: str | None, min_id: str | None, exact: bool, limit: int, prefix: str, url: str) -> None:
+                 max_age: str | None, min_id: str | None, exact: bool, limit: int, prefix: str,
+                 target: RedisTarget) -> None:
     """Trim one stream to a window with a single XTRIM; print what it removed and the length left.
 
     The stream is emq:{QUEUE}:stream:NAME, or --key for a stream outside
@@ -71,6 +73,8 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
         retain streams trim codemojex activity --max-age 7d --exact
         retain streams trim --key legacy:feed --min-id 2026-09-12T08:00:00Z
         retain streams trim codemojex activity --maxlen 10000 --limit 5000
+        retain streams trim codemojex activity --maxlen 10000 --cluster --url redis://10.0.0.5:7000/0
+        retain streams trim codemojex activity --maxlen 10000 --url rediss://ops:PASSWORD@redis:6380/0 --tls-ca ca.pem
     """
     if (raw_key is None) == (queue is None or name is None) or (raw_key and (queue or name)):
         raise click.UsageError("give QUEUE NAME, or --key KEY, but not both")
@@ -86,7 +90,7 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
         window = MaxAge(max_age, approx)
     else:
         window = MinId(parse_instant(min_id, "--min-id"), approx)  # type: ignore[arg-type]
-    with connect(url) as conn:
+    with connect(target) as conn:
         removed = trim(conn, stream, window, now=now, limit=limit)
         with translate_errors(stream.key):
             left = int(conn.xlen(stream.key))
@@ -101,14 +105,19 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
               help="Print per stream its length, what the window keeps and what a trim would remove now "
                    "(for an archived stream, what a fold would archive first, and what the archive's "
                    "maintenance would expire and compact); fold and trim nothing.")
+@http_option
 @click.option("--metrics-port", type=click.IntRange(1, 65535),
-              help="Serve Prometheus metrics at http://ADDR:PORT/metrics while the daemon runs.")
+              help="The same as --http METRICS-ADDR:PORT (kept for older unit files).")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True,
-              help="Address the metrics server listens on (0.0.0.0 for every interface).")
-@click.option("--url", help="Redis/Valkey server; overrides the policy file's url, "
-                            "which overrides $RETAIN_REDIS_URL, else redis://localhost:6379/0.")
-def run_command(policy_path: str, once: bool, dry_run: bool, metrics_port: int | None, metrics_addr: str,
-                url: str | None) -> None:
+              help="Address --metrics-port listens on (0.0.0.0 for every interface).")
+@ops_tokens_options
+@log_format_option
+@click.option("--url", help=URL_HELP + " Overrides the policy file's url, which overrides $RETAIN_REDIS_URL, "
+                            "else redis://localhost:6379/0.")
+@tls_options
+def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, metrics_port: int | None,
+                metrics_addr: str, ops_tokens_file: str | None, insecure: bool, log_format: str, url: str | None, tls_ca: str | None, tls_cert: str | None,
+                tls_key: str | None) -> None:
     """Run the retention daemon: re-apply the POLICY file's windows on its own beat.
 
     POLICY is a TOML file naming the streams and their windows (see
@@ -125,34 +134,37 @@ def run_command(policy_path: str, once: bool, dry_run: bool, metrics_port: int |
         retain streams run retain.toml
         retain streams run retain.toml --once
         retain streams run retain.toml --dry-run
-        retain streams run retain.toml --metrics-port 9464
+        retain streams run retain.toml --http 127.0.0.1:9464 --log-format json
     """
-    if metrics_port is not None and (once or dry_run):
-        raise click.UsageError("--metrics-port serves a running daemon: drop --once and --dry-run")
+    if (metrics_port is not None or http is not None) and (once or dry_run):
+        raise click.UsageError("--http and --metrics-port serve a running daemon: drop --once and --dry-run")
+    if http is not None and metrics_port is not None:
+        raise click.UsageError("give --http or --metrics-port, not both")
+    address = http_address(http) if http is not None else None
+    if metrics_port is not None:
+        address = http_address(f"{metrics_addr}:{metrics_port}", "--metrics-addr")
+    readers = ops_tokens(ops_tokens_file, insecure, address)
     policy_file = load_policy(policy_path)
     archive = policy_file.open_archive()
-    conn = _client(url or policy_file.url or os.environ.get("RETAIN_REDIS_URL") or DEFAULT_REDIS_URL,
-                   policy_file.cluster)
+    conn = _client(RedisTarget(url or policy_file.url or os.environ.get("RETAIN_REDIS_URL") or DEFAULT_REDIS_URL,
+                               policy_file.cluster, TlsFiles(tls_ca, tls_cert, tls_key)))
     try:
         if dry_run:
             _dry_run(conn, policy_file, archive)
         elif once:
             _once(_driver(conn, policy_file, archive))
         else:
-            _daemon(conn, policy_file, archive, metrics_port, metrics_addr)
+            _daemon(conn, policy_file, archive, address, readers, log_format)
     finally:
         conn.close()
 
 
-def _client(url: str, cluster: bool) -> redis.Redis | redis.cluster.RedisCluster:
+def _client(target: RedisTarget) -> Any:
     # One retry covers a pooled connection gone stale; the driver's own backoff is the retry policy.
-    options = {"retry": Retry(NoBackoff(), 1)}
     try:
         with translate_errors():
-            if cluster:
-                return redis.cluster.RedisCluster.from_url(url, **options)
-            return redis.Redis.from_url(url, **options)
-    except ValueError as exc:
+            return redis_client(target.url, cluster=target.cluster, tls=target.tls, retry=Retry(NoBackoff(), 1))
+    except InvalidInput as exc:
         raise click.BadParameter(str(exc), param_hint="--url") from exc
 
 
@@ -202,23 +214,42 @@ def _check_credentials(conn: Any, log: logging.Logger) -> None:
         log.warning("%s; the driver starts anyway and backs off until it answers", exc)
 
 
-def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, metrics_port: int | None,
-            metrics_addr: str) -> None:
+def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, address: tuple[str, int] | None,
+            readers: Tokens | None, log_format: str) -> None:
     log = logging.getLogger("retain.daemon")
-    metrics = DriverMetrics() if metrics_port is not None else None
+    ops = StreamsOps(conn, policy_file, archive) if address is not None else None
 
     def on_report(report: SweepReport) -> None:
-        log.info(report.summary())
-        if metrics is not None:
-            metrics.observe(report)
+        log.info(report.summary(), extra=_fields_of(report))
+        if ops is not None:
+            ops.on_report(report)
 
-    driver = _driver(conn, policy_file, archive, measure_lengths=metrics is not None, on_report=on_report)
+    driver = _driver(conn, policy_file, archive, measure_lengths=ops is not None, on_report=on_report)
     _check_credentials(conn, log)
     services: list[Service] = [driver]
-    if metrics is not None and metrics_port is not None:
-        services.insert(0, metrics.server(metrics_port, metrics_addr))
+    if ops is not None and address is not None:
+        services[:0] = ops.services(address, readers)
     folding = f" ({len(policy_file.policy.archived)} folded into {archive.url})" if archive is not None else ""
-    where = f"; metrics at http://{metrics_addr}:{metrics_port}/metrics" if metrics is not None else ""
-    run_daemon(*services, name="retention driver", log=log, finishing="the beat in progress", stopped=lambda: f"after {driver.beats} beats",
+
+    def where() -> str:
+        if ops is None:
+            return ""
+        host, port = services[0].address  # type: ignore[attr-defined]
+        return f"; health, metrics and dashboard at http://{host}:{port}/"
+
+    run_daemon(*services, name="retention driver", log=log, log_format=log_format, finishing="the beat in progress",
+               stopped=lambda: f"after {driver.beats} beats",
                started=lambda: f"retention driver started: {len(policy_file.policy)} streams{folding} from "
-                               f"{policy_file.source}, tick {policy_file.tick:g}s{where}")
+                               f"{policy_file.source}, tick {policy_file.tick:g}s{where()}")
+
+
+def _fields_of(report: SweepReport) -> dict[str, Any]:
+    """What a JSON log line of a beat carries besides its text: removed, folded, failures by stream, W."""
+    fields: dict[str, Any] = {"removed": report.removed, "trims": report.calls, "elapsed_s": round(report.elapsed, 6)}
+    if report.folded_by:
+        fields["folded"] = report.folded
+        fields["watermarks"] = {key: str(w) if w is not None else None for key, w in report.watermarks.items()}
+    if report.failures:
+        fields["failures"] = {key: {"error": type(error).__name__, "message": str(error)}
+                              for key, error in report.failures.items()}
+    return fields

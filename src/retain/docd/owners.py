@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,6 +23,9 @@ __all__ = ["Call", "Owners", "fan_out"]
 
 #: ``call(owner, request) -> answer document``; never raises for the owner's trouble.
 Call = Callable[[Owner, dict[str, Any]], Awaitable[dict[str, Any]]]
+#: ``observe(owner name, outcome, seconds)`` after each call: outcome ``ok``, or the answer's error code
+#: (``unavailable`` for an owner that could not be reached or did not answer in time)
+Observe = Callable[[str, str, float], None]
 
 
 async def fan_out(plan: Fanout, call: Call) -> dict[str, Any]:
@@ -37,8 +41,8 @@ class Owners:
     an owner in the order sent; a watch gets a connection of its own.
     """
 
-    def __init__(self, timeout: float, *, token: str | None = None) -> None:
-        self.timeout, self.token = timeout, token  # token: docd's own, presented to every owner
+    def __init__(self, timeout: float, *, token: str | None = None, observe: Observe | None = None) -> None:
+        self.timeout, self.token, self.observe = timeout, token, observe  # token: docd's own, presented to every owner
         self.author: str | None = None
         self.scope: str | None = None
         self._clients: dict[str, AsyncClient] = {}
@@ -46,6 +50,16 @@ class Owners:
 
     async def call(self, owner: Owner, request: dict[str, Any]) -> dict[str, Any]:
         """Send ``request`` to ``owner`` and return its answer; an owner down is an ``unavailable`` answer."""
+        if self.observe is None:
+            return await self._call(owner, request)
+        started = time.perf_counter()
+        answer = await self._call(owner, request)
+        error = answer.get("error")
+        self.observe(owner.name, str(error.get("code", "error")) if isinstance(error, dict) else "ok",
+                     time.perf_counter() - started)
+        return answer
+
+    async def _call(self, owner: Owner, request: dict[str, Any]) -> dict[str, Any]:
         client = self._clients.get(owner.name)
         if client is not None and client.closed:  # the owner closed it while idle: nothing was sent on it
             del self._clients[owner.name]

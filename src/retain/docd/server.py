@@ -25,10 +25,11 @@ from typing import Any
 
 from retain.clock import utc_now
 from retain.docd.mounts import MountTable
-from retain.docd.owners import Owners, fan_out
+from retain.docd.owners import Observe, Owners, fan_out
 from retain.docd.router import Fanout, Forward, SessionChange, answer_forward, delta_from, route
 from retain.logd.verbs import authorize
-from retain.wire import DEFAULT_SOCKET_MODE, Format, HostPort, Limits, Link, Reply, StreamServer, Tokens, answer_result
+from retain.wire import (DEFAULT_SOCKET_MODE, Format, HostPort, Limits, Link, Reply, StreamServer, Tokens, answer_result,
+                         frame)
 from retain.wire.requests import parse_request
 
 __all__ = ["DocdServer"]
@@ -39,14 +40,16 @@ Clock = Callable[[], datetime]
 class DocdServer(StreamServer):
     """Route requests across the owners ``table`` names, on ``listen`` (TCP) and/or ``socket_path`` (Unix).
 
-    ``clock`` gives the ``now`` of a retain request that names none, read once per request.
+    ``clock`` gives the ``now`` of a retain request that names none, read once per request;
+    ``observe(owner, outcome, seconds)``, when given, is called after every request sent to an owner
+    (the metrics' hook, :mod:`retain.docd.metrics`).
     """
 
     def __init__(self, table: MountTable, *, listen: HostPort | None = None, socket_path: str | None = None,
                  clock: Clock = utc_now, limits: Limits = Limits(), tokens: Tokens | None = None,
                  owner_token: str | None = None, insecure: bool = False,
-                 socket_mode: int = DEFAULT_SOCKET_MODE) -> None:
-        self.table, self.clock, self.owner_token = table, clock, owner_token
+                 socket_mode: int = DEFAULT_SOCKET_MODE, observe: Observe | None = None) -> None:
+        self.table, self.clock, self.owner_token, self.observe = table, clock, owner_token, observe
         super().__init__(lambda link: _Conversation(self, link), listen=listen, socket_path=socket_path,
                          limits=limits, tokens=tokens, insecure=insecure, socket_mode=socket_mode)
 
@@ -56,7 +59,7 @@ class _Conversation:
 
     def __init__(self, server: DocdServer, link: Link) -> None:
         self.server, self.link = server, link
-        self.owners = Owners(server.table.timeout, token=server.owner_token)
+        self.owners = Owners(server.table.timeout, token=server.owner_token, observe=server.observe)
         if link.token is not None:
             self.owners.author = link.token.name
 
@@ -77,7 +80,7 @@ class _Conversation:
         if plan.verb != "watch":
             return Reply(answer_forward(plan, await self.owners.call(plan.owner, plan.request)))
         answer, start = await self.owners.watch(
-            plan.owner, plan.request, deliver=lambda delta: self.link.send(delta_from(plan.owner, delta), fmt),
+            plan.owner, plan.request, deliver=lambda delta: self.link.push(frame(delta_from(plan.owner, delta), fmt)),
             ended=self.link.close)
         if start is not None:
             self.link.streaming = True  # quiet, but not idle: it waits for deltas

@@ -25,6 +25,11 @@ A ``watch`` subscribes the connection: after its answer, the backlog of deltas a
 then every later commit touching the prefix arrive as ``{delta: {...}}`` documents,
 interleaved with the answers to whatever else the connection sends.
 
+``observe(request, answer, seconds)``, when given, is called with every answer and the
+time from the request's arrival to it (the metrics' hook, :mod:`retain.logd.metrics`);
+``http_routes`` are served on the HTTP address beside ``POST /`` (the daemon's
+``/healthz``, ``/readyz``, ``/metrics`` and dashboard).
+
 HTTP ``POST /`` (:func:`~retain.wire.http_app`) takes one document; ``Logd-Author``
 and ``Logd-Scope`` headers set the session. HTTP cannot stream, so ``watch`` there is
 ``unsupported``.
@@ -39,11 +44,15 @@ verb. Without tokens the server is open, and refuses a non-loopback address unle
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
-from collections.abc import Awaitable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+from starlette.routing import BaseRoute
 
 from retain.logd.paths import Path
 from retain.logd.retain import Step, drive_async
@@ -56,6 +65,11 @@ from retain.wire import (DEFAULT_SOCKET_MODE, ByteBudget, Format, StreamTimeouts
 __all__ = ["LogdServer", "ServerThread"]
 
 _READERS = 4  # retain reads at once (each on a snapshot of its own); more wait for a reader
+
+#: ``observe(request, answer document, seconds from arrival to answer)``
+Observe = Callable[[Any, dict[str, Any], float], None]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -71,7 +85,9 @@ class _Subscription:
 
     def deliver(self, data: bytes) -> None:  # on the event loop
         if self.active:
-            self.link.write(data)
+            self.link.push(data)
+        elif sum(map(len, self.held)) + len(data) > self.link.max_unsent:
+            self.link.abort()  # its answer is stuck behind answers the peer does not read: held without end
         else:
             self.held.append(data)
 
@@ -79,7 +95,7 @@ class _Subscription:
         self.active = True
         self.link.streaming = True  # quiet, but not idle: it waits for deltas
         for data in self.held:
-            self.link.write(data)
+            self.link.push(data)
         self.held.clear()
 
 
@@ -145,6 +161,8 @@ class _Conversation:
         else:
             answer = asyncio.ensure_future(self._after(previous, request, fmt))
         self._last, self._last_queued = answer, queued
+        if self.server.observe is not None:
+            self.server.watch_answer(request, answer)
         return answer
 
     async def _after(self, previous: asyncio.Future[Reply] | None, request: Any, fmt: Format) -> Reply:
@@ -187,9 +205,10 @@ class LogdServer:
                  http: HostPort | None = None, limits: Limits = Limits(), tokens: Tokens | None = None,
                  insecure: bool = False, socket_mode: int = DEFAULT_SOCKET_MODE, tls: tuple[str, str] | None = None,
                  http_timeouts: HttpTimeouts = HttpTimeouts(), budget: ByteBudget | None = None,
-                 stream_timeouts: StreamTimeouts = StreamTimeouts()) -> None:
+                 stream_timeouts: StreamTimeouts = StreamTimeouts(), observe: Observe | None = None,
+                 http_routes: Sequence[BaseRoute] = ()) -> None:
         refuse_open([None if listen is None else listen[0], None if http is None else http[0]], tokens, insecure)
-        self.store, self.limits, self.tokens = store, limits, tokens
+        self.store, self.limits, self.tokens, self.observe = store, limits, tokens, observe
         self.reads_apart = store.backend.reads_apart  # gets and lists on reader threads, beside the writer
         self.budget = budget if budget is not None else ByteBudget()  # one for every transport
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logd-writer")
@@ -198,8 +217,11 @@ class LogdServer:
                                      tokens=tokens, insecure=insecure, socket_mode=socket_mode,
                                      budget=self.budget, timeouts=stream_timeouts)
                         if listen is not None or socket_path is not None else None)
-        self._http = (HttpServer(http_app(self._answer_http, limits, http_timeouts, self.budget), http, tls=tls,
-                                 timeouts=http_timeouts) if http is not None else None)
+        self._http = None
+        if http is not None:
+            app = http_app(self._answer_http, limits, http_timeouts, self.budget)
+            app.router.routes.extend(http_routes)  # the operator's GET routes beside POST /
+            self._http = HttpServer(app, http, tls=tls, timeouts=http_timeouts)
         self._hub: _Hub | None = None
 
     @property
@@ -245,7 +267,32 @@ class LogdServer:
         assert self._hub is not None, "connections arrive only once started"
         return _Conversation(self, self._hub, link)
 
+    def watch_answer(self, request: Any, answer: asyncio.Future[Reply]) -> None:
+        """Hand ``observe`` the answer once it is there, with the seconds it took from now."""
+        arrived = time.perf_counter()
+
+        def done(future: asyncio.Future[Reply]) -> None:
+            if not future.cancelled() and future.exception() is None:
+                self._observed(request, future.result().document, time.perf_counter() - arrived)
+
+        answer.add_done_callback(done)
+
+    def _observed(self, request: Any, answer: dict[str, Any], seconds: float) -> None:
+        assert self.observe is not None
+        try:
+            self.observe(request, answer, seconds)
+        except Exception:  # metrics must never break an answer
+            log.exception("logd: the observe hook raised")
+
     async def _answer_http(self, request: Any, fmt: Format, headers: Mapping[str, str]) -> dict[str, Any]:
+        if self.observe is None:
+            return await self._answer_http_request(request, fmt, headers)
+        arrived = time.perf_counter()
+        answer = await self._answer_http_request(request, fmt, headers)
+        self._observed(request, answer, time.perf_counter() - arrived)
+        return answer
+
+    async def _answer_http_request(self, request: Any, fmt: Format, headers: Mapping[str, str]) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         grant = None if self.tokens is None else self.tokens.bearer(headers)  # 401 before anything else
         author, scope = headers.get("logd-author"), headers.get("logd-scope")

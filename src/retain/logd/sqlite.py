@@ -28,6 +28,7 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -206,6 +207,20 @@ def _selecting(test: ItemTest, scope: int, container: str, at: int,
                        "cut": len(container) + 2}
 
 
+def _why_unopenable(path: str) -> str:
+    """What SQLite's "unable to open database file" leaves out: the directory missing or not writable."""
+    if path in ("", ":memory:") or path.startswith("file:"):
+        return ""
+    target = Path(path)
+    if target.is_dir():
+        return " (it is a directory)"
+    if not target.parent.is_dir():
+        return f" (its directory {target.parent} does not exist)"
+    if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        return f" (no permission to write {target if target.exists() else target.parent})"
+    return ""
+
+
 class SqliteBackend(_Reads):
     """A :class:`~retain.logd.storage.Backend` on one SQLite file (``":memory:"`` for a throwaway)."""
 
@@ -214,11 +229,15 @@ class SqliteBackend(_Reads):
         if synchronous not in SYNCHRONOUS:
             raise StorageError(f"storage.synchronous must be one of {', '.join(SYNCHRONOUS)} (got {synchronous!r})")
         self.path = str(path)
-        # One writer thread uses this connection at a time; the server guarantees it.
-        super().__init__(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False))
-        if check_at_open:
-            self._refuse_damage()
-        self._db.execute("PRAGMA journal_mode = WAL")
+        try:
+            # One writer thread uses this connection at a time; the server guarantees it.
+            super().__init__(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False))
+            if check_at_open:
+                self._refuse_damage()
+            self._db.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.Error as exc:
+            raise StorageError(f"sqlite: cannot open the store {self.path}: {exc}{_why_unopenable(self.path)}") \
+                from exc
         self._db.execute(f"PRAGMA synchronous = {synchronous}")
         self._db.execute("PRAGMA secure_delete = ON")
         self._db.execute("PRAGMA busy_timeout = 10000")

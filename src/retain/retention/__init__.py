@@ -4,7 +4,8 @@ What orchestrates the live tier and the archive: the policy and its pure
 decision (:mod:`~retain.retention.policy`), the TOML policy file the daemon runs
 (:mod:`~retain.retention.policyfile`), the driver and its sync and asyncio
 runners (:mod:`~retain.retention.driver`), a dry run of one beat
-(:mod:`~retain.retention.dryrun`) and the driver's Prometheus metrics
+(:mod:`~retain.retention.dryrun`), what an operator watches of each stream
+(:mod:`~retain.retention.status`) and the driver's Prometheus metrics
 (:mod:`~retain.retention.metrics`).
 
 Example:
@@ -23,6 +24,7 @@ from retain.retention.dryrun import StreamPreview, preview
 from retain.retention.metrics import DriverMetrics
 from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, decide
 from retain.retention.policyfile import ArchiveSettings, PolicyFile, load_policy, parse_policy
+from retain.retention.status import StreamStatus, stream_status
 
 __all__ = [
     "ArchiveSettings",
@@ -34,6 +36,7 @@ __all__ = [
     "RetentionDriver",
     "StreamPolicy",
     "StreamPreview",
+    "StreamStatus",
     "SweepReport",
     "TrimCall",
     "beat_delay",
@@ -41,4 +44,5 @@ __all__ = [
     "load_policy",
     "parse_policy",
     "preview",
+    "stream_status",
 ]

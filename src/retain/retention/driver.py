@@ -623,10 +623,13 @@ def _log_failures(report: SweepReport) -> None:
         if number == LOGGED_FAILURES:
             log.warning("... and %d more streams failed in this beat", len(report.failures) - LOGGED_FAILURES)
             break
+        # the fields a JSON log line carries beside its text (retain.logs)
+        fields = {"stream": key, "error": type(error).__name__, "kind": "fold" if key in report.fold_failures
+                  else "trim"}
         if key in report.fold_failures:
-            log.warning("fold of %s failed, so it is not trimmed this beat: %s", key, error)
+            log.warning("fold of %s failed, so it is not trimmed this beat: %s", key, error, extra=fields)
         else:
-            log.warning("trim of %s failed: %s", key, error)
+            log.warning("trim of %s failed: %s", key, error, extra=fields)
 
 
 class RetentionDriver(_Driver):

@@ -7,10 +7,19 @@
 | ``retain_stream_folded_total`` | counter (archived streams) | ``stream`` |
 | ``retain_stream_fold_failures_total`` | counter (archived streams, then not trimmed) | ``stream``, ``error`` |
 | ``retain_stream_unconsumed_trimmed_total`` | counter (entries a trim removed that a group had not been delivered or had not acknowledged) | ``stream``, ``group`` |
-| ``retain_stream_length`` | gauge (after the last trim; needs ``measure_lengths``) | ``stream`` |
+| ``retain_stream_length`` | gauge (after the last trim, or the last status read) | ``stream`` |
+| ``retain_stream_failures_total`` | counter: trims, folds and status reads that failed | ``stream``, ``kind`` (trim, fold, read) |
+| ``retain_stream_window_entries`` | gauge (length windows) | ``stream`` |
+| ``retain_stream_window_seconds`` | gauge (age windows) | ``stream`` |
+| ``retain_stream_oldest_entry_age_seconds`` | gauge (0 for an empty stream) | ``stream`` |
+| ``retain_stream_watermark_age_seconds`` | gauge: now less W's time (archived streams with a W) | ``stream`` |
+| ``retain_stream_fold_lag_entries`` | gauge: entries the window drops not yet archived (archived streams) | ``stream`` |
 | ``retain_beat_duration_seconds`` | histogram | |
 | ``retain_beats_total`` | counter | |
 | ``retain_last_beat_timestamp_seconds`` | gauge (the beat's clock instant) | |
+
+The gauges after ``retain_stream_failures_total`` come from :meth:`DriverMetrics.observe_status`,
+fed by the daemon's ops monitor (:func:`~retain.retention.status.stream_status`).
 
 A failure is counted once: as a fold failure when an archived stream's fold
 failed (so it was not trimmed), else as a trim failure.
@@ -25,11 +34,13 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 
 from retain.retention.driver import SweepReport
+from retain.retention.status import StreamStatus
 
 __all__ = ["DriverMetrics", "MetricsServer"]
 
@@ -59,6 +70,22 @@ class DriverMetrics:
         self.duration = Histogram("retain_beat_duration_seconds",
                                   "Time from sending a beat's trims to the last answer.",
                                   buckets=BEAT_BUCKETS, registry=self.registry)
+        self.failures_by_kind = Counter("retain_stream_failures",
+                                        "Trims, folds and status reads of a stream that failed, by kind.",
+                                        ["stream", "kind"], registry=self.registry)
+        self.window_entries = Gauge("retain_stream_window_entries", "Entries a length window keeps.", ["stream"],
+                                    registry=self.registry)
+        self.window_seconds = Gauge("retain_stream_window_seconds", "Age an age window keeps, in seconds.",
+                                    ["stream"], registry=self.registry)
+        self.oldest_age = Gauge("retain_stream_oldest_entry_age_seconds",
+                                "Seconds since the oldest entry of a stream was minted (0 when empty).", ["stream"],
+                                registry=self.registry)
+        self.watermark_age = Gauge("retain_stream_watermark_age_seconds",
+                                   "Seconds between now and the time of the archive's watermark W.", ["stream"],
+                                   registry=self.registry)
+        self.fold_lag = Gauge("retain_stream_fold_lag_entries",
+                              "Entries outside the window not yet folded into the archive.", ["stream"],
+                              registry=self.registry)
         self.beats = Counter("retain_beats", "Beats the retention driver completed.", registry=self.registry)
         self.last_beat = Gauge("retain_last_beat_timestamp_seconds", "Clock instant of the last completed beat.",
                                registry=self.registry)
@@ -72,6 +99,7 @@ class DriverMetrics:
         for key, error in report.failures.items():
             counter = self.fold_failures if key in report.fold_failures else self.failures
             counter.labels(key, type(error).__name__).inc()
+            self.failures_by_kind.labels(key, "fold" if key in report.fold_failures else "trim").inc()
         for (key, group), taken in report.unconsumed.items():
             self.unconsumed.labels(key, group).inc(taken.total)
         for key, length in report.lengths.items():
@@ -79,6 +107,25 @@ class DriverMetrics:
         self.duration.observe(report.elapsed)
         self.beats.inc()
         self.last_beat.set(report.at.timestamp())
+
+    def observe_status(self, statuses: Iterable[StreamStatus]) -> None:
+        """Set the per-stream gauges from one status read; a stream whose read failed counts a ``read`` failure
+        and keeps its last figures."""
+        for status in statuses:
+            key = status.key
+            if status.error is not None:
+                self.failures_by_kind.labels(key, "read").inc()
+                continue
+            self.length.labels(key).set(status.length)
+            if status.window_entries is not None:
+                self.window_entries.labels(key).set(status.window_entries)
+            if status.window_seconds is not None:
+                self.window_seconds.labels(key).set(status.window_seconds)
+            self.oldest_age.labels(key).set(status.oldest_age_s or 0.0)
+            if status.archived:
+                self.fold_lag.labels(key).set(status.fold_lag)
+                if status.watermark_age_s is not None:
+                    self.watermark_age.labels(key).set(status.watermark_age_s)
 
     def exposition(self) -> bytes:
         """The metrics in the Prometheus text format, as ``/metrics`` serves them."""

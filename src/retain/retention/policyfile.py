@@ -75,7 +75,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_TICK", "ArchiveSettings", "PolicyFile", "load_policy", "parse_policy"]
 
 DEFAULT_TICK = 1.0
-URL_SCHEMES = ("redis", "rediss", "unix")
+URL_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel")
 TOP_FIELDS = ("url", "cluster", "tick", "prefix", "archive", "stream")
 STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "allow_future", "max_bytes",
                  "bytes_samples", "approx", "archive", "archive_max_age", "protect", "max_lag")
@@ -281,8 +281,8 @@ def _tick(document: dict[str, Any], where: Where) -> float:
 def _url(document: dict[str, Any], where: Where) -> str | None:
     url = _fields.string(document, "url", where)
     if url is not None and urllib.parse.urlsplit(url).scheme not in URL_SCHEMES:
-        raise InvalidPolicy(f"{where.field('url')}: must start with redis://, rediss:// or unix:// "
-                            f"(got {_fields.redacted_url(url)!r})")
+        raise InvalidPolicy(f"{where.field('url')}: must start with redis://, rediss://, unix:// or "
+                            f"redis+sentinel:// (got {_fields.redacted_url(url)!r})")
     return url
 
 

@@ -219,3 +219,32 @@ class RedisCluster(StartedOnEnter):
         for node in self.nodes:
             node.stop()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class SentinelServer(RedisServer):
+    """A redis-server in Sentinel mode on a free loopback port, watching ``master`` as ``service``.
+
+    Sentinel rewrites its config file, so it gets one of its own in its directory.
+    ``url`` is the ``redis+sentinel://`` URL a client gives to find the master.
+
+    Example:
+        >>> with RedisServer() as master, SentinelServer(master) as sentinel:
+        ...     retain.streams trim ... --url sentinel.url
+    """
+
+    def __init__(self, master: RedisServer, *, service: str = "retain", directory: Path | None = None,
+                 binary: str | None = None) -> None:
+        super().__init__(directory=directory, binary=binary)
+        self.master, self.service = master, service
+
+    @property
+    def url(self) -> str:
+        """``redis+sentinel://127.0.0.1:<port>/<service>/0``."""
+        return f"redis+sentinel://{self.host}:{self.port}/{self.service}/0"
+
+    def argv(self) -> list[str]:
+        config = self.directory / "sentinel.conf"
+        config.write_text(f"port {self.port}\nbind {self.host}\nprotected-mode no\ndir {self.directory}\n"
+                          f"sentinel monitor {self.service} {self.master.host} {self.master.bound_port} 1\n"
+                          f"sentinel down-after-milliseconds {self.service} 5000\n")
+        return [self.binary, str(config), "--sentinel", "--daemonize", "no", "--loglevel", "warning"]

@@ -34,6 +34,7 @@ class Limits:
     max_depth: int = 64
     max_int_digits: int = 64
     max_unanswered: int = 64  # requests a stream connection may have read ahead of the answers it took
+    max_unsent: int = 64 * 1024 * 1024  # bytes of pushed documents (a watch's deltas) left unread: then closed
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,8 @@ and :class:`~retain.wire.StreamTimeouts`' defaults):
   reads stops being read from, and queues no more work for anyone's writer;
 - an unfinished document holds at most ``max_bytes`` and draws on the server's
   :class:`~retain.wire.ByteBudget`; past it the document is dropped and answered ``unavailable``;
+- a watch's deltas wait unsent for a peer that stopped reading them up to ``max_unsent``
+  (64 MiB); past it the connection is closed;
 - a document must end within ``document`` (30 s) of its first byte, else it is refused and
   the connection closed (slowloris); a connection owing no answer and streaming no watch is
   closed after ``idle`` (300 s) without a byte.
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -58,6 +61,7 @@ from retain.wire.requests import answer_failure
 __all__ = ["Conversation", "Link", "Reply", "serve_connection"]
 
 _CHUNK = 65536
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -69,15 +73,36 @@ class Reply:
 
 
 class Link:
-    """One connection as its conversation sees it: send a document of its own, or close it."""
+    """One connection as its conversation sees it: send a document of its own, or close it.
 
-    def __init__(self, writer: asyncio.StreamWriter, token: Token | None = None) -> None:
-        self.writer = writer
+    :meth:`push` is for documents the peer did not ask for (a watch's deltas): nothing waits for the peer
+    to read those, so once more than ``max_unsent`` bytes wait unsent the connection is closed rather than
+    buffer without end; the watcher reconnects and reads from the commit it got to.
+    """
+
+    def __init__(self, writer: asyncio.StreamWriter, token: Token | None = None,
+                 max_unsent: int = Limits().max_unsent) -> None:
+        self.writer, self.max_unsent = writer, max_unsent
         self.token = token  # the token the connection presented; None on an open server
         self.streaming = False  # a watch streams to it: it may be quiet for ever without being idle
 
     def send(self, document: dict[str, Any], fmt: Format) -> None:
         self.write(frame(document, fmt))
+
+    def push(self, data: bytes) -> None:
+        """Write framed bytes nobody asked for; close the connection if its peer has stopped reading them."""
+        if self.writer.is_closing():
+            return
+        if self.writer.transport.get_write_buffer_size() + len(data) > self.max_unsent:
+            log.warning("closing a connection whose peer left %d bytes of pushed documents unread (limit %d)",
+                        self.writer.transport.get_write_buffer_size(), self.max_unsent)
+            self.abort()
+            return
+        self.writer.write(data)
+
+    def abort(self) -> None:
+        """Close at once, dropping what waits unsent (closing would wait for a peer that does not read)."""
+        self.writer.transport.abort()
 
     def write(self, data: bytes) -> None:
         """Write framed bytes; nothing once the connection is closing."""
@@ -112,7 +137,7 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
     With ``tokens``, the first document must present one (``{auth: {token: SECRET}}``). At most
     ``limits.max_unanswered`` requests are read ahead of the answers the peer has taken; unfinished documents
     draw on ``budget``; ``timeouts`` close an idle connection and one whose document does not finish."""
-    link = Link(writer)
+    link = Link(writer, max_unsent=limits.max_unsent)
     talk: Conversation | None = None
     pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
     window = _Window(limits.max_unanswered)
