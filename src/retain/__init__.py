@@ -15,7 +15,7 @@ from retain.errors import (
     ServerUnavailable,
     WrongTypeError,
 )
-from retain.windows import MaxAge, MaxLen, MinId, Window, minid_floor
+from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, Window, minid_floor
 
 __version__ = "0.1.0"
 
@@ -26,7 +26,9 @@ __all__ = [
     "InvalidPolicy",
     "InvalidStreamName",
     "InvalidWindow",
+    "Limits",
     "MaxAge",
+    "MaxBytes",
     "MaxLen",
     "MinId",
     "RetainError",

@@ -6,6 +6,11 @@
   :class:`MinId` against the caller's clock with :meth:`MaxAge.resolve`.
 - :class:`MinStreamId` keeps every entry whose id is at or after a stream id
   (XTRIM MINID); the archive trims with it, just past its watermark.
+- :class:`MaxBytes` keeps the newest entries that fit in a memory budget. Redis
+  has no byte trim: each beat measures the stream (``MEMORY USAGE key SAMPLES n``
+  and ``XLEN``) and :meth:`MaxBytes.to_maxlen` turns the budget into a length.
+- :class:`Limits` combines several of them on one stream: an entry is kept only
+  while it is inside every one (the strictest wins, as in Kafka and JetStream).
 
 ``approx=True`` (the default) trims with ``~``: the server removes whole
 macro-nodes only, so it may keep a few extra entries but can never reach inside
@@ -23,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -31,7 +37,8 @@ from retain._fields import Where
 from retain.errors import InvalidStreamId, InvalidWindow
 from retain.ids import StreamId, epoch_ms
 
-__all__ = ["MaxAge", "MaxLen", "MinId", "MinStreamId", "Window", "minid_floor", "require_aware"]
+__all__ = ["Limits", "MaxAge", "MaxBytes", "MaxLen", "MinId", "MinStreamId", "Window", "minid_floor", "parse_size",
+           "require_aware"]
 
 
 def require_aware(value: object, what: str) -> datetime:
@@ -159,3 +166,125 @@ class MinStreamId:
 
 
 Window = MaxLen | MinId | MaxAge | MinStreamId
+
+
+#: the units a byte budget may be written in: binary multiples, as Redis's own MEMORY USAGE counts
+SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+_SIZE = re.compile(r"\s*(\d+)\s*(B|KiB|MiB|GiB)\s*")
+
+
+def parse_size(text: object) -> int:
+    """Bytes from ``"64MiB"``: a whole number and one unit of B, KiB, MiB, GiB.
+
+    Raises:
+        InvalidWindow: anything else, naming what arrived and what is expected.
+    """
+    match = _SIZE.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        raise InvalidWindow(f"a size must be a whole number and a unit of {', '.join(SIZE_UNITS)}, such as '64MiB' "
+                            f"(got {text!r})")
+    return int(match.group(1)) * SIZE_UNITS[match.group(2)]
+
+
+def format_size(size: int) -> str:
+    """The largest unit that writes ``size`` whole: ``67108864`` -> ``64MiB``."""
+    for unit, factor in reversed(SIZE_UNITS.items()):
+        if size and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return f"{size}B"
+
+
+@dataclass(frozen=True, init=False)
+class MaxBytes:
+    """Keep the newest entries that fit in ``budget`` bytes of server memory (an int > 0, or ``"64MiB"``).
+
+    Each beat measures the stream with ``MEMORY USAGE key SAMPLES samples`` and
+    ``XLEN`` and trims with the ``MAXLEN`` that :meth:`to_maxlen` gives. The
+    error bound (docs/policy.md): after a beat, the stream's memory is within
+    the budget plus one macro-node (a ``~`` trim keeps whole nodes: at most
+    ``stream-node-max-bytes``, or one entry when an entry is larger) plus, when
+    ``samples`` > 0, the sampling error: Redis averages the first ``samples``
+    nodes (the oldest) and multiplies by the node count, so a stream whose old
+    nodes are smaller than its new ones is under-estimated by the difference
+    times the node count. ``samples=0`` (the default) reads every node: exact,
+    at a cost linear in the node count (about 16,000 nodes for 64MiB).
+    """
+
+    budget: int
+    samples: int = 0
+    approx: bool = True
+
+    def __init__(self, budget: int | str, samples: int = 0, approx: bool = True) -> None:
+        if isinstance(budget, str):
+            budget = parse_size(budget)
+        _fields.whole_number(budget, "MaxBytes budget", Where("", InvalidWindow), minimum=1)
+        _fields.whole_number(samples, "MaxBytes samples", Where("", InvalidWindow))
+        _require_approx(approx)
+        object.__setattr__(self, "budget", budget)
+        object.__setattr__(self, "samples", samples)
+        object.__setattr__(self, "approx", approx)
+
+    def measure_command(self, key: str) -> tuple[str, ...]:
+        """What a beat sends to measure the stream at ``key``: ``MEMORY USAGE key SAMPLES n``."""
+        return ("MEMORY", "USAGE", key, "SAMPLES", str(self.samples))
+
+    def to_maxlen(self, usage: int | None, length: int) -> MaxLen:
+        """The length window this budget means for a stream of ``length`` entries using ``usage`` bytes.
+
+        ``floor(budget * length / usage)``: the entries that fit at the stream's
+        average cost per entry (its fixed overhead spread over them, so the bound
+        errs on the safe side). A stream within its budget gets a count at or
+        above its length (nothing to trim); a missing or empty one gets its length.
+        """
+        if usage is None or usage <= 0 or length <= 0:
+            return MaxLen(max(length, 0), self.approx)
+        return MaxLen(self.budget * length // usage, self.approx)
+
+    def describe(self) -> str:
+        """The window for people: ``MAX-BYTES ~ 64MiB``."""
+        return f"MAX-BYTES {'~' if self.approx else '='} {format_size(self.budget)}"
+
+
+#: a limit's name, as the policy file spells its field
+LIMIT_NAMES: dict[type, str] = {MaxLen: "maxlen", MaxAge: "max_age", MinId: "min_id", MaxBytes: "max_bytes"}
+
+Limit = MaxLen | MinId | MaxAge | MaxBytes
+
+
+@dataclass(frozen=True, init=False)
+class Limits:
+    """Several limits on one stream: an entry stays only while it is inside every one.
+
+    At most one of each kind (``MaxLen``, ``MaxAge``, ``MinId``, ``MaxBytes``),
+    at least two (one limit is just that window). A beat sends at most two
+    XTRIMs: ``MAXLEN`` with the smallest count of the length limits (a byte
+    budget converted first), and ``MINID`` with the latest floor of the time limits.
+
+    Example:
+        >>> Limits(MaxLen(10_000), MaxAge("7d"), MaxBytes("64MiB")).describe()
+        'MAXLEN ~ 10000 + MAX-AGE ~ 7d + MAX-BYTES ~ 64MiB'
+    """
+
+    limits: tuple[Limit, ...]
+
+    def __init__(self, *limits: Limit) -> None:
+        seen: set[type] = set()
+        for limit in limits:
+            if type(limit) not in LIMIT_NAMES:
+                raise InvalidWindow(f"Limits takes MaxLen, MaxAge, MinId and MaxBytes (got {limit!r})")
+            if type(limit) in seen:
+                raise InvalidWindow(f"Limits takes one {type(limit).__name__} at most: the strictest is the one "
+                                    f"to declare (got {limits!r})")
+            seen.add(type(limit))
+        if len(limits) < 2:
+            raise InvalidWindow(f"Limits combines two limits or more; give one window as itself (got {limits!r})")
+        object.__setattr__(self, "limits", tuple(limits))
+
+    def describe(self) -> str:
+        """The limits for people, joined by ``+``."""
+        return " + ".join(limit.describe() for limit in self.limits)
+
+
+def limit_name(limit: object) -> str:
+    """How the policy file spells ``limit``'s field: ``maxlen``, ``max_age``, ``min_id``, ``max_bytes``."""
+    return LIMIT_NAMES.get(type(limit), type(limit).__name__)

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from retain.retention import SweepReport
 from tests.helpers.waiting import wait_for
 
-__all__ = ["Reports", "samples"]
+__all__ = ["Reports", "lag_known", "samples"]
 
 
 class Reports:
@@ -42,3 +42,9 @@ def samples(exposition: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], 
     return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
             for family in text_string_to_metric_families(exposition.decode())
             for sample in family.samples}
+
+
+def lag_known(conn) -> bool:
+    """True when XINFO GROUPS gives a group's lag (Redis 7 and Valkey; not Redis 6.2): undelivered is counted."""
+    info = conn.info("server")
+    return "valkey_version" in info or int(str(info["redis_version"]).split(".")[0]) >= 7

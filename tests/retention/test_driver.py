@@ -35,7 +35,7 @@ from retain.retention import AsyncRetentionDriver, RetentionDriver, SweepReport,
 from retain.servers import RedisServer, free_port
 from retain.streams import RawKey, StreamRef, trim
 from retain.windows import MaxAge, MaxLen, MinId
-from tests.helpers.retention import Reports
+from tests.helpers.retention import Reports, lag_known
 from tests.helpers.streams import BASE_MS, append, at_node_boundary, fill, remaining
 from tests.helpers.waiting import wait_for
 
@@ -137,7 +137,8 @@ class TestSweep:
                                  clock=lambda: next(instants), measure_lengths=True)
         for _ in range(50):
             driver.sweep()
-        assert sorted(command[0] for command in driver._packed) == ["XLEN", "XLEN", "XTRIM"]
+        # XINFO GROUPS of both streams, XLEN of both (one command, before and after the trim), XTRIM MAXLEN
+        assert sorted(command[0] for command in driver._packed) == ["XINFO", "XINFO", "XLEN", "XLEN", "XTRIM"]
 
     def test_wrongtype_among_good_streams(self, redis_conn, caplog):
         """The good streams are trimmed; the bad one is reported typed, with the server's message, and logged."""
@@ -187,7 +188,8 @@ class TestSweep:
         assert report.removed == 4_900 and redis_conn.xlen("driven") == 100
 
     def test_never_touches_consumer_groups(self, redis_conn):
-        """A beat sends only XTRIM (and XLEN when measuring); a group's state is as the consumer left it."""
+        """A beat writes only XTRIM; it reads the groups (XINFO GROUPS, XPENDING) to report what a trim took
+        from each, and a group's state is as the consumer left it."""
         ref = StreamRef("q", "consumed")
         append(redis_conn, ref.key, 300)
         redis_conn.xgroup_create(ref.key, "workers", id="0")
@@ -200,10 +202,15 @@ class TestSweep:
         before = group_state()
         redis_conn.config_resetstat()
         driver = RetentionDriver(redis_conn, [(ref, MaxLen(100, approx=False))], measure_lengths=True)
-        assert driver.sweep().removed == 200 and driver.sweep().removed == 0
+        first = driver.sweep()
+        assert first.removed == 200 and driver.sweep().removed == 0
+        (taken,) = first.unconsumed.values()
+        assert list(first.unconsumed) == [(ref.key, "workers")]
+        assert (taken.pending, taken.undelivered) == (120, 80 if lag_known(redis_conn) else None)
         # Redis 7 names subcommands (cmdstat_config|resetstat), Redis 6 does not: compare commands.
         issued = {name.split("|")[0] for name in redis_conn.info("commandstats") if name != "cmdstat_info"}
-        assert issued == {"cmdstat_xtrim", "cmdstat_xlen", "cmdstat_config"}
+        assert issued == {"cmdstat_xtrim", "cmdstat_xlen", "cmdstat_config", "cmdstat_xinfo", "cmdstat_xrange",
+                          "cmdstat_xpending"}
         assert group_state() == before
 
     @settings(max_examples=40)
@@ -596,3 +603,38 @@ def test_clock_in_the_report_is_the_clock_given(redis_conn):
     """The report's instant is the injected clock's, to the microsecond."""
     instant = datetime(2026, 9, 12, 8, 0, 0, 123456, tzinfo=timezone(timedelta(hours=-3)))
     assert RetentionDriver(redis_conn, [(RawKey("k"), MaxLen(1))], clock=fixed_clock(instant)).sweep().at == instant
+
+
+class TestOnePassReader:
+    def test_replies_split_across_reads(self, redis_conn, monkeypatch):
+        """Replies cut at any byte between two socket reads are parsed whole: a beat read 7 bytes at a time
+        reports what one read in large chunks reports."""
+        import retain.retention.driver as driver_module
+
+        keys = [f"split:{index}" for index in range(30)]
+        for key in keys:
+            append(redis_conn, key, 15)
+        redis_conn.xgroup_create(keys[0], "g", id="0")
+        monkeypatch.setattr(driver_module, "READ_CHUNK", 7)
+        report = RetentionDriver(redis_conn, [(RawKey(key), MaxLen(5, approx=False)) for key in keys],
+                                 measure_lengths=True).sweep()
+        assert report.ok and set(report.removed_by.values()) == {10} and set(report.lengths.values()) == {5}
+        assert report.unconsumed[(keys[0], "g")].undelivered in (10, None)
+
+    def test_the_same_beat_is_packed_once(self, redis_conn):
+        """Length windows only: the second beat sends the bytes packed for the first, and still trims."""
+        driver = RetentionDriver(redis_conn, [(RawKey("once:a"), MaxLen(2, approx=False)),
+                                              (RawKey("once:b"), MaxLen(3, approx=False))])
+        driver.sweep()
+        kept = driver._blob
+        append(redis_conn, "once:a", 10)
+        report = driver.sweep()
+        assert driver._blob is kept and report.removed_by["once:a"] == 8
+
+    def test_a_decoding_client(self, redis_server):
+        """A client that decodes responses goes through redis-py's own reader, with the same report."""
+        with redis_server.client(decode_responses=True) as conn:
+            append(conn, "decoded", 10)
+            report = RetentionDriver(conn, [(RawKey("decoded"), MaxLen(4, approx=False))]).sweep()
+            assert report.ok and report.removed_by["decoded"] == 6
+            conn.delete("decoded")

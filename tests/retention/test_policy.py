@@ -36,8 +36,8 @@ class TestStreamPolicy:
 
     @pytest.mark.parametrize(("stream", "window", "message"), [
         ("emq:{q}:stream:s", MaxLen(1), "stream must be a StreamRef or RawKey"),
-        (FEED, ("maxlen", 1, True), "window must be MaxLen, MinId or MaxAge"),
-        (FEED, 10, "window must be MaxLen, MinId or MaxAge"),
+        (FEED, ("maxlen", 1, True), "window must be MaxLen, MinId, MaxAge, MaxBytes or Limits"),
+        (FEED, 10, "window must be MaxLen, MinId, MaxAge, MaxBytes or Limits"),
     ])
     def test_refuses_what_is_not_a_stream_or_window(self, stream, window, message):
         """A raw string key or a tuple window is refused, saying what arrived."""

@@ -12,7 +12,7 @@ from retain.archive import Archive, MaintenanceSettings
 from retain.errors import InvalidPolicy
 from retain.retention import ArchiveSettings, Policy, PolicyFile, StreamPolicy, load_policy, parse_policy
 from retain.streams import RawKey, StreamRef
-from retain.windows import MaxAge, MaxLen, MinId
+from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "policy.md"
 ONE = '[[stream]]\nqueue = "q"\nname = "s"\nmaxlen = 10\n'
@@ -51,6 +51,14 @@ class TestParse:
         assert parsed.policy.entries[1].window == MinId(datetime(2026, 9, 12, 8, tzinfo=timezone.utc))
         assert parsed.policy.entries[1].window.instant.utcoffset() == timedelta(hours=2)
 
+    def test_combined_limits_and_bytes(self):
+        """maxlen, max_age and max_bytes in one [[stream]] make one Limits, in the file's field order; a
+        max_bytes alone is a MaxBytes with its bytes_samples."""
+        parsed = parse_policy('[[stream]]\nkey = "a"\nmaxlen = 100\nmax_age = "7d"\nmax_bytes = "64MiB"\n'
+                              '[[stream]]\nkey = "b"\nmax_bytes = 4096\nbytes_samples = 5\napprox = false\n')
+        assert parsed.policy.entries[0].window == Limits(MaxLen(100), MaxAge("7d"), MaxBytes(64 << 20))
+        assert parsed.policy.entries[1].window == MaxBytes(4096, samples=5, approx=False)
+
 
 class TestRefusals:
     """A bad file is refused before anything connects, naming the file, the entry and the field."""
@@ -82,8 +90,11 @@ class TestRefusals:
         ("[[stream]]\nmaxlen = 1", "[[stream]] #1 (unnamed): field 'queue': missing"),
         ('[[stream]]\nkey = "k"\nqueue = "q"\nmaxlen = 1', "[[stream]] #1 (key 'k'): field 'queue': give key, or queue"),
         ('[[stream]]\nkey = "a b"\nmaxlen = 1', "[[stream]] #1 (key 'a b'): field 'key': raw stream key 'a b' contains"),
-        ('[[stream]]\nkey = "k"', "[[stream]] #1 (key 'k'): give exactly one of maxlen, max_age, min_id (got none)"),
-        ('[[stream]]\nkey = "k"\nmaxlen = 1\nmax_age = "1d"', "give exactly one of maxlen, max_age, min_id (got maxlen, max_age)"),
+        ('[[stream]]\nkey = "k"', "[[stream]] #1 (key 'k'): give at least one of maxlen, max_age, min_id, max_bytes (got none)"),
+        ('[[stream]]\nkey = "k"\nmaxlen = 1\nbytes_samples = 5', "field 'bytes_samples': applies with max_bytes only"),
+        ('[[stream]]\nkey = "k"\nmax_bytes = "64MB"', "field 'max_bytes': a size must be a whole number and a unit of B, KiB, MiB, GiB, such as '64MiB' (got '64MB')"),
+        ('[[stream]]\nkey = "k"\nmax_bytes = 1.5', "field 'max_bytes': must be a size such as '64MiB'"),
+        ('[[stream]]\nkey = "k"\nmax_bytes = 0', "field 'max_bytes': MaxBytes budget: must be a whole number >= 1 (got 0)"),
         ('[[stream]]\nkey = "k"\nmax_age = 3600', "field 'max_age': must be a duration string"),
         ('[[stream]]\nkey = "k"\nmax_age = "1x"', "field 'max_age': unknown unit 'x'"),
         ('[[stream]]\nkey = "k"\nmin_id = 2026-09-12T08:00:00', "field 'min_id': 2026-09-12T08:00:00 has no offset"),

@@ -6,7 +6,8 @@ files and app transactions (:mod:`~retain.archive.layout`), the columns
 (:mod:`~retain.archive.files`), the table and its watermarks W
 (:mod:`~retain.archive.table`), the pure plan of a fold-then-trim
 (:mod:`~retain.archive.plan`), the fold (:mod:`~retain.archive.fold`), the
-merge-read (:mod:`~retain.archive.read`), maintenance and expiry
+merge-read (:mod:`~retain.archive.read`), a consumer group's catch-up from the
+archive (:mod:`~retain.archive.catch_up`), maintenance and expiry
 (:mod:`~retain.archive.maintenance`), SQL over the table
 (:mod:`~retain.archive.query`), the move from format 1
 (:mod:`~retain.archive.migrate`, reading :mod:`~retain.archive.legacy`), the gap
@@ -23,6 +24,7 @@ Example:
     ...     ...
 """
 
+from retain.archive.catch_up import catch_up
 from retain.archive.columns import FILE_SCHEMA, TABLE_SCHEMA
 from retain.archive.files import FORMAT_VERSION
 from retain.archive.fold import (
@@ -99,6 +101,7 @@ __all__ = [
     "StreamState",
     "UnarchivableEntry",
     "VerifyReport",
+    "catch_up",
     "fold",
     "fold_boundary",
     "fold_then_trim",

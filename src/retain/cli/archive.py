@@ -187,6 +187,35 @@ def read_command(queue: str | None, name: str | None, raw_key: str | None, prefi
             click.echo(_json_line(entry_id, fields))
 
 
+@archive.command("catch-up")
+@_stream_options
+@click.option("--group", required=True, help="The consumer group that fell behind the trim.")
+@_archive_options
+@redis_url_option
+def catch_up_command(queue: str | None, name: str | None, raw_key: str | None, prefix: str, group: str,
+                     archive_url: str, s3_endpoint: str | None, s3_region: str | None, target: RedisTarget) -> None:
+    """Print what a consumer group missed to a trim, from the archive, as JSON lines; then move the group to W.
+
+    Yields the entries after the group's last-delivered id up to the archive's
+    watermark W, in id order (each line {"id": ..., "fields": {...}}, as
+    `retain archive read` prints them), then sets the group's last-delivered id
+    to W (XGROUP SETID), so XREADGROUP ... > continues with the live tail: no
+    gap, nothing twice from the stream. Stop the group's consumers first.
+
+    \b
+    Example:
+        retain archive catch-up codemojex jobs --group workers > missed.jsonl
+        retain archive catch-up --key legacy:jobs --group billing | ./replay
+    """
+    from retain.archive import catch_up
+
+    stream = _stream(queue, name, raw_key, prefix)
+    store = _open(archive_url, s3_endpoint, s3_region)
+    with connect(target) as conn:
+        for entry_id, fields in catch_up(conn, stream, group, store):
+            click.echo(_json_line(entry_id, fields))
+
+
 @archive.command("ls")
 @_stream_options
 @_archive_options

@@ -125,8 +125,9 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
     anything connects. A stream with archive = true is folded into the file's
     archive before each trim, and trimmed only past what is archived. The
     daemon logs each beat's outcome to stderr. SIGTERM or SIGINT finishes the
-    beat in progress and exits 0. For a plain stream it only sends XTRIM (and
-    XLEN for metrics); it never touches a consumer group.
+    beat in progress and exits 0. A [[stream]] with pattern = "..." applies to
+    every stream whose key matches, found again every rescan. It never writes
+    to a consumer group: it reads them to report what a trim took from each.
 
     \b
     Example:
@@ -178,6 +179,10 @@ def _dry_run(conn: Any, policy_file: PolicyFile, archive: Archive | None) -> Non
     rows = preview(conn, policy_file.policy, now=now, archive=archive, fold_min_entries=policy_file.fold_min_entries,
                    maintenance=policy_file.maintenance())
     click.echo(f"dry run at {now.isoformat(timespec='seconds')}: nothing is folded or trimmed")
+    for pattern in policy_file.policy.patterns:
+        matched = [row.key for row in rows if row.pattern == pattern.pattern]
+        click.echo(f"pattern {pattern.pattern} matched {len(matched)} streams{': ' if matched else ''}"
+                   f"{', '.join(matched)}")
     for row in rows:
         click.echo(row.describe())
     if any(row.error for row in rows):

@@ -23,8 +23,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,10 @@ from retain._redis import translate_errors
 from retain.errors import RetainError
 from retain.ids import StreamId
 from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, checked_archive, decide
-from retain.windows import MaxAge, MaxLen, MinId, MinStreamId
+from retain.retention.groups import GroupTrim, first_kept, plan_protected, taken_from_groups
+from retain.retention.limits import Size, candidates, limits_of
+from retain.retention.patterns import expand, scan
+from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, MinStreamId, require_aware
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, deltalake) is loaded by a preview of an archived entry.
@@ -51,8 +55,9 @@ class StreamPreview:
     """What one stream's trim would do now, without doing it."""
 
     key: str
-    #: the window as a beat would send it (an age resolved against ``now``)
-    window: MaxLen | MinId
+    #: the window as a beat would send it (an age resolved against ``now``); for several limits or a
+    #: byte budget, the strictest one's (the declared window when nothing could be measured)
+    window: MaxLen | MinId | MaxAge | MaxBytes | Limits
     length: int = 0
     #: entries outside the window: exactly what ``=`` removes, the most ``~`` can
     outside: int = 0
@@ -72,6 +77,16 @@ class StreamPreview:
     #: compact (archived entries, when the preview is given the maintenance settings)
     expires: int = 0
     compacts: int = 0
+    #: for several limits or a byte budget: the policy file's name of the limit that cuts most now (None: none cuts)
+    cut_by: str | None = None
+    #: for several limits or a byte budget: limit name -> entries outside that limit alone
+    outside_by: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    #: group -> what the trim now would take that the group has not been delivered or acknowledged
+    groups: Mapping[str, GroupTrim] = field(default_factory=lambda: MappingProxyType({}))
+    #: True for an entry with ``protect``: the figures are those of the trim capped by its groups
+    protected: bool = False
+    #: the pattern whose entry this stream got (None: an explicit entry)
+    pattern: str | None = None
 
     @property
     def keeps(self) -> int:
@@ -83,6 +98,8 @@ class StreamPreview:
         head = f"{self.key}  {self.window.describe()}"
         if self.archived:
             head += f"  archived, W {self.watermark or 'none'}"
+        if self.pattern is not None:
+            head += f"  (pattern {self.pattern})"
         if self.error is not None:
             return f"{head}  error: {self.error}"
         if self.at_least == self.outside:
@@ -93,6 +110,14 @@ class StreamPreview:
         line = f"{head}  length {self.length}  keeps {self.keeps}  {what} {removes}"
         if self.expires or self.compacts:
             line += f"; maintenance would expire {self.expires} archived entries and compact {self.compacts} files"
+        if self.outside_by:
+            alone = ", ".join(f"{name} {count}" for name, count in self.outside_by.items())
+            line += f"; cut by {self.cut_by or 'none'} (outside each limit alone: {alone})"
+        if self.protected:
+            line += "; protected for its groups within max_lag"
+        for name, taken in self.groups.items():
+            undelivered = "unknown" if taken.undelivered is None else taken.undelivered
+            line += f"; group {name}: {taken.pending} pending, {undelivered} undelivered"
         return line
 
 
@@ -125,25 +150,123 @@ def preview(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: datetime,
     either side of it; ``fold_min_entries`` is the driver's; with
     ``maintenance``, what the archive's maintenance would expire and compact
     in the stream now. A stream whose reads fail carries the error; the others
-    are still previewed. Rows come in policy order.
+    are still previewed. Rows come in policy order. A pattern's streams are
+    found with the same scan a driver makes (``SCAN … MATCH … TYPE stream``) and
+    previewed after the explicit entries, each row naming its pattern.
 
     Raises:
         InvalidPolicy, InvalidWindow: a malformed policy or a naive ``now``, or an
             archived entry with no ``archive``; before any I/O.
     """
     policy = Policy.of(policy)
-    calls = decide(policy, now)
+    require_aware(now, "now")
     archive = checked_archive(policy, archive)
-    archived = [(entry, entry.window.resolve(now) if isinstance(entry.window, MaxAge) else entry.window)
-                for entry in policy.archived]
-    approx = any(call.window.approx for call in calls) or any(window.approx for _, window in archived)
-    node_entries = _node_entries(conn) if approx else None
-    rows = {call.key: _one(conn, call, node_entries) for call in calls}
-    for entry, window in archived:
+    origin: dict[str, str] = {}  # a key a pattern supplied -> the pattern
+    if policy.patterns:
+        found = {pattern.pattern: scan(conn, pattern) for pattern in policy.patterns}
+        explicit = {entry.key for entry in policy.entries}
+        for pattern in policy.patterns:
+            for key in found[pattern.pattern]:
+                if key not in explicit:
+                    origin.setdefault(key, pattern.pattern)
+        policy = Policy(expand(policy.entries, policy.patterns, found))
+    rows = _rows(conn, policy, now, archive, fold_min_entries, maintenance)
+    return tuple(replace(row, pattern=origin[row.key]) if row.key in origin else row for row in rows)
+
+
+def _rows(conn: Any, policy: Policy, now: datetime, archive: Archive | None, fold_min_entries: int,
+          maintenance: MaintenanceSettings | None) -> tuple[StreamPreview, ...]:
+    calls = decide(policy, now)  # checks now; a budget cuts nothing without sizes, so these are the single windows
+    archive = checked_archive(policy, archive)
+    node_entries = _node_entries(conn) if any(_approx(entry.window) for entry in policy.entries) else None
+    rows = {call.key: _one(conn, call, node_entries) for call in calls if _single(call.entry)}
+    for entry in policy.entries:
+        if entry.protect is not None:
+            rows[entry.key] = _one_protected(conn, entry, now, node_entries)
+        elif not _single(entry) and not entry.archive:
+            rows[entry.key] = _one_limits(conn, entry, now, node_entries)
+    for entry in policy.archived:
         assert archive is not None  # checked_archive refuses archived entries without one
+        if not _single(entry):
+            rows[entry.key] = _one_limits(conn, entry, now, node_entries, archive, fold_min_entries, maintenance)
+            continue
+        window = entry.window.resolve(now) if isinstance(entry.window, MaxAge) else entry.window
+        assert isinstance(window, (MaxLen, MinId))
         rows[entry.key] = _one_archived(conn, entry, window, archive, node_entries, fold_min_entries, now,
                                         maintenance)
     return tuple(rows[entry.key] for entry in policy.entries)
+
+
+def _single(entry: StreamPolicy) -> bool:
+    """True for an entry with one window that needs no measure: MaxLen, MinId or MaxAge."""
+    return isinstance(entry.window, (MaxLen, MinId, MaxAge))
+
+
+def _approx(window: object) -> bool:
+    return any(limit.approx for limit in limits_of(window))
+
+
+def _one_limits(conn: Any, entry: StreamPolicy, now: datetime, node_entries: int | None,
+                archive: Archive | None = None, fold_min_entries: int = 1,
+                maintenance: MaintenanceSettings | None = None) -> StreamPreview:
+    """Several limits, or a byte budget: what each limit alone would cut, and which cuts most.
+
+    Every limit cuts from the head, so together they remove what the strictest
+    alone removes. An archived entry is then previewed with that limit's window.
+    """
+    def figures() -> StreamPreview:
+        budget = entry.budget
+        size = None
+        if budget is not None:
+            usage = conn.execute_command(*budget.measure_command(entry.key))
+            size = Size(None if usage is None else int(usage), int(conn.xlen(entry.key)))
+        length = size.length if size is not None else int(conn.xlen(entry.key))
+        found = candidates(entry.window, now, size)
+        outside_by = {cut.limit: _outside(conn, entry.key, cut.window, length) for cut in found}
+        strictest = max(found, key=lambda cut: outside_by[cut.limit], default=None)
+        cut_by = strictest.limit if strictest is not None and outside_by[strictest.limit] else None
+        if strictest is None:
+            return StreamPreview(entry.key, entry.window, length, 0, 0, node_entries, archived=entry.archive,
+                                 outside_by=MappingProxyType(outside_by))
+        if archive is not None:
+            row = _one_archived(conn, entry, strictest.window, archive, node_entries, fold_min_entries, now,
+                                maintenance)
+            return replace(row, cut_by=cut_by, outside_by=MappingProxyType(outside_by))
+        outside = outside_by[strictest.limit]
+        at_least = max(approx_removes_at_least(cut.window, outside_by[cut.limit], node_entries) for cut in found)
+        groups = taken_from_groups(conn, entry.key, length, outside,
+                                   first_kept(conn, entry.key, strictest.window, length))
+        return StreamPreview(entry.key, strictest.window, length, outside, at_least, node_entries, cut_by=cut_by,
+                             outside_by=MappingProxyType(outside_by), groups=MappingProxyType(groups))
+
+    return _read(entry.key, figures,
+                 lambda error: StreamPreview(entry.key, entry.window, error=error, archived=entry.archive))
+
+
+def _one_protected(conn: Any, entry: StreamPolicy, now: datetime, node_entries: int | None) -> StreamPreview:
+    """A protected stream: the trim its limits, its groups and max_lag come to now."""
+    def figures() -> StreamPreview:
+        budget = entry.budget
+        size = None
+        if budget is not None:
+            usage = conn.execute_command(*budget.measure_command(entry.key))
+            size = Size(None if usage is None else int(usage), int(conn.xlen(entry.key)))
+        plan = plan_protected(conn, entry, now, size)
+        outside = 0 if plan.floor is None else _count(conn, entry.key, "-", f"({plan.floor}")
+        at_least = outside if not plan.approx else (
+            max(0, outside - node_entries) if node_entries else 0)
+        groups = taken_from_groups(conn, entry.key, plan.length, outside, plan.floor)
+        return StreamPreview(entry.key, entry.window, plan.length, outside, at_least, node_entries,
+                             groups=MappingProxyType(groups), protected=True)
+
+    return _read(entry.key, figures, lambda error: StreamPreview(entry.key, entry.window, error=error, protected=True))
+
+
+def _outside(conn: Any, key: str, window: MaxLen | MinId, length: int) -> int:
+    """Entries of a stream of ``length`` outside ``window``."""
+    if isinstance(window, MaxLen):
+        return max(0, length - window.count)
+    return _count(conn, key, "-", f"({window.floor}")
 
 
 def _one(conn: Any, call: TrimCall, node_entries: int | None) -> StreamPreview:
@@ -154,7 +277,9 @@ def _one(conn: Any, call: TrimCall, node_entries: int | None) -> StreamPreview:
         else:
             outside = _count(conn, call.key, "-", f"({call.window.floor}")
         at_least = approx_removes_at_least(call.window, outside, node_entries)
-        return StreamPreview(call.key, call.window, length, outside, at_least, node_entries)
+        groups = taken_from_groups(conn, call.key, length, outside, first_kept(conn, call.key, call.window, length))
+        return StreamPreview(call.key, call.window, length, outside, at_least, node_entries,
+                             groups=MappingProxyType(groups))
 
     return _read(call.key, figures, lambda error: StreamPreview(call.key, call.window, error=error))
 

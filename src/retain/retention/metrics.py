@@ -6,6 +6,7 @@
 | ``retain_stream_trim_failures_total`` | counter | ``stream``, ``error`` (class name) |
 | ``retain_stream_folded_total`` | counter (archived streams) | ``stream`` |
 | ``retain_stream_fold_failures_total`` | counter (archived streams, then not trimmed) | ``stream``, ``error`` |
+| ``retain_stream_unconsumed_trimmed_total`` | counter (entries a trim removed that a group had not been delivered or had not acknowledged) | ``stream``, ``group`` |
 | ``retain_stream_length`` | gauge (after the last trim, or the last status read) | ``stream`` |
 | ``retain_stream_failures_total`` | counter: trims, folds and status reads that failed | ``stream``, ``kind`` (trim, fold, read) |
 | ``retain_stream_window_entries`` | gauge (length windows) | ``stream`` |
@@ -61,6 +62,9 @@ class DriverMetrics:
         self.fold_failures = Counter("retain_stream_fold_failures",
                                      "Folds of an archived stream that failed, so it was not trimmed, by error.",
                                      ["stream", "error"], registry=self.registry)
+        self.unconsumed = Counter("retain_stream_unconsumed_trimmed",
+                                  "Entries a trim removed that a consumer group had not been delivered or had not "
+                                  "acknowledged.", ["stream", "group"], registry=self.registry)
         self.length = Gauge("retain_stream_length", "Length of a stream right after its last trim.",
                             ["stream"], registry=self.registry)
         self.duration = Histogram("retain_beat_duration_seconds",
@@ -96,6 +100,8 @@ class DriverMetrics:
             counter = self.fold_failures if key in report.fold_failures else self.failures
             counter.labels(key, type(error).__name__).inc()
             self.failures_by_kind.labels(key, "fold" if key in report.fold_failures else "trim").inc()
+        for (key, group), taken in report.unconsumed.items():
+            self.unconsumed.labels(key, group).inc(taken.total)
         for key, length in report.lengths.items():
             self.length.labels(key).set(length)
         self.duration.observe(report.elapsed)

@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -28,7 +28,10 @@ from typing import TYPE_CHECKING, Any
 from retain.errors import InvalidPolicy
 from retain.streams.keys import RawKey, Stream, StreamRef
 from retain.streams.trim import xtrim_command
-from retain.windows import MaxAge, MaxLen, MinId, Window, require_aware
+from retain.retention.groups import Protect
+from retain.retention.limits import Size, byte_limit, cuts
+from retain.retention.patterns import StreamPattern
+from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, Window, require_aware
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, deltalake) is loaded when one is given.
@@ -57,17 +60,26 @@ class StreamPolicy:
     """
 
     stream: Stream
-    #: what a policy may keep (a MinStreamId is the archive's own trim, never declared)
-    window: MaxLen | MinId | MaxAge
+    #: what a policy may keep (a MinStreamId is the archive's own trim, never declared); a :class:`Limits`
+    #: combines several, the strictest wins
+    window: MaxLen | MinId | MaxAge | MaxBytes | Limits
     archive: bool = False
+    #: cap the trim at what the stream's consumer groups still need, within ``max_lag`` (see :mod:`retain.retention.groups`)
+    protect: Protect | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.stream, (StreamRef, RawKey)):
             raise InvalidPolicy(f"a policy entry's stream must be a StreamRef or RawKey (got {self.stream!r})")
-        if not isinstance(self.window, (MaxLen, MinId, MaxAge)):
-            raise InvalidPolicy(f"a policy entry's window must be MaxLen, MinId or MaxAge (got {self.window!r})")
+        if not isinstance(self.window, (MaxLen, MinId, MaxAge, MaxBytes, Limits)):
+            raise InvalidPolicy("a policy entry's window must be MaxLen, MinId, MaxAge, MaxBytes or Limits "
+                                f"(got {self.window!r})")
         if not isinstance(self.archive, bool):
             raise InvalidPolicy(f"a policy entry's archive must be True or False (got {self.archive!r})")
+        if self.protect is not None and not isinstance(self.protect, Protect):
+            raise InvalidPolicy(f"a policy entry's protect must be a Protect or None (got {self.protect!r})")
+        if self.protect is not None and self.archive:
+            raise InvalidPolicy("protect applies to a stream without archive: an archived stream's group catches up "
+                                "from the archive instead (retain.archive.catch_up)")
         if self.archive:
             problem = archive_key_problem(self.stream.key)
             if problem is not None:
@@ -78,8 +90,13 @@ class StreamPolicy:
         """The Redis key of the stream."""
         return self.stream.key
 
+    @property
+    def budget(self) -> MaxBytes | None:
+        """The entry's byte budget, if it has one: a beat measures the stream before deciding its trim."""
+        return byte_limit(self.window)
 
-PolicyEntry = StreamPolicy | tuple[Stream, Window]
+
+PolicyEntry = StreamPolicy | StreamPattern | tuple[Stream, Window]
 
 #: keys an archived stream may not have: a path segment of their own name would climb the archive's tree
 #: wherever the key is used as one (the format-1 archive, tools that lay files out by key)
@@ -108,17 +125,31 @@ class Policy:
     entries: tuple[StreamPolicy, ...]
     #: the entries with ``archive=True``, in policy order: folded, then trimmed past W
     archived: tuple[StreamPolicy, ...] = field(repr=False, compare=False)
+    #: the entries with a byte budget, in policy order: a beat measures them first
+    measured: tuple[StreamPolicy, ...] = field(repr=False, compare=False)
+    #: the entries with ``protect``, in policy order: a beat reads their groups, then trims each on its own
+    protected: tuple[StreamPolicy, ...] = field(repr=False, compare=False)
+    #: the patterns, in policy order: a driver scans for their streams (:mod:`retain.retention.patterns`)
+    patterns: tuple[StreamPattern, ...] = field(compare=True)
     # Each plain entry, with its call when that never changes (a length or fixed-instant
     # window): made once here, not every beat. None: an age window, resolved each beat.
     _plain: tuple[tuple[StreamPolicy, TrimCall | None], ...] = field(repr=False, compare=False)
+    _same: tuple[TrimCall, ...] | None = field(repr=False, compare=False)
 
     def __init__(self, entries: Iterable[PolicyEntry] = ()) -> None:
         if isinstance(entries, (str, bytes, StreamPolicy)) or not isinstance(entries, Iterable):
             raise InvalidPolicy("a policy is a list of (stream, window) pairs or StreamPolicy entries "
                                 f"(got {entries!r})")
         normalised: list[StreamPolicy] = []
+        patterns: list[StreamPattern] = []
         seen: dict[str, int] = {}
         for number, entry in enumerate(entries, start=1):
+            if isinstance(entry, StreamPattern):
+                if any(other.pattern == entry.pattern for other in patterns):
+                    raise InvalidPolicy(f"policy entry #{number} repeats pattern {entry.pattern!r}: "
+                                        "one window per pattern")
+                patterns.append(entry)
+                continue
             item = _entry(entry, number)
             if item.key in seen:
                 raise InvalidPolicy(f"policy entry #{number} repeats stream {item.key!r} of entry #{seen[item.key]}: "
@@ -126,10 +157,16 @@ class Policy:
             seen[item.key] = number
             normalised.append(item)
         object.__setattr__(self, "entries", tuple(normalised))
+        object.__setattr__(self, "patterns", tuple(patterns))
         object.__setattr__(self, "archived", tuple(entry for entry in normalised if entry.archive))
-        plain = tuple((entry, None if isinstance(entry.window, MaxAge) else _call(entry, entry.window))
-                      for entry in normalised if not entry.archive)
+        object.__setattr__(self, "measured", tuple(entry for entry in normalised if entry.budget is not None))
+        plain = tuple((entry, _call(entry, entry.window) if isinstance(entry.window, (MaxLen, MinId)) else None)
+                      for entry in normalised if not entry.archive and entry.protect is None)
+        object.__setattr__(self, "protected", tuple(entry for entry in normalised if entry.protect is not None))
         object.__setattr__(self, "_plain", plain)
+        # Every plain call the same each beat: decide hands out this one tuple (a driver keeps its layout).
+        same = None if any(fixed is None for _, fixed in plain) else tuple(fixed for _, fixed in plain)
+        object.__setattr__(self, "_same", same)
 
     @classmethod
     def of(cls, policy: Policy | Iterable[PolicyEntry]) -> Policy:
@@ -154,6 +191,10 @@ def checked_archive(policy: Policy, archive: Any) -> Archive | None:
             ``archive`` is not a :class:`retain.archive.Archive`.
     """
     if archive is None:
+        archived_pattern = next((pattern for pattern in policy.patterns if pattern.archive), None)
+        if archived_pattern is not None:
+            raise InvalidPolicy(f"pattern {archived_pattern.pattern!r} has archive=True, but no archive was given "
+                                "to fold into: pass archive=Archive('file:///var/lib/retain')")
         if policy.archived:
             entry = policy.archived[0]
             number = policy.entries.index(entry) + 1
@@ -175,7 +216,7 @@ def checked_maintenance(policy: Policy, archive: Archive | None, maintenance: An
     Raises:
         InvalidPolicy: ``maintenance`` is not a :class:`retain.archive.MaintenanceSettings`.
     """
-    if archive is None or not policy.archived:
+    if archive is None or not (policy.archived or any(pattern.archive for pattern in policy.patterns)):
         return None
     # Lazy for start-up cost only: a caller who passed an archive has loaded it already.
     from retain.archive import MaintenanceSettings
@@ -203,9 +244,12 @@ class TrimCall:
     """One XTRIM a beat sends: the entry it serves, its window resolved at ``now``, the command."""
 
     entry: StreamPolicy
-    #: the window as sent: a MaxAge is resolved to the MinId it means at the beat's instant
+    #: the window as sent: a MaxAge is resolved to the MinId it means at the beat's instant,
+    #: a MaxBytes to the MaxLen it means for the stream's measured size
     window: MaxLen | MinId
     command: tuple[str, ...]
+    #: the policy file's name of the limit this call applies: maxlen, max_age, min_id or max_bytes
+    limit: str = field(default="", compare=False)
 
     @property
     def key(self) -> str:
@@ -213,14 +257,22 @@ class TrimCall:
         return self.entry.key
 
 
-def decide(policy: Policy | Iterable[PolicyEntry], now: datetime) -> tuple[TrimCall, ...]:
+def decide(policy: Policy | Iterable[PolicyEntry], now: datetime,
+           sizes: Mapping[str, Size] | None = None) -> tuple[TrimCall, ...]:
     """The trim calls of one beat at ``now`` for the plain entries; an empty tuple when there is nothing to do.
 
     Pure: no I/O, no clock of its own. An age window becomes ``MINID`` at
     ``now - duration``; a ``~`` window also carries ``LIMIT 0`` so that one beat
     removes every whole node outside the window, however many arrived since the last.
+    A byte budget becomes ``MAXLEN`` for the stream's size in ``sizes`` (key ->
+    :class:`~retain.retention.limits.Size`, measured by the caller; without one
+    the budget cuts nothing this beat). An entry with several limits
+    (:class:`~retain.windows.Limits`) gets up to two calls, the strictest length
+    and the strictest time limit (:mod:`retain.retention.limits`).
     Archived entries get no call: a plain XTRIM could remove what is not yet
-    archived. A driver folds them first (:attr:`Policy.archived`).
+    archived. A driver folds them first (:attr:`Policy.archived`). Protected
+    entries get none either: their trim depends on their groups, read first
+    (:attr:`Policy.protected`, :mod:`retain.retention.groups`).
 
     Raises:
         InvalidWindow: ``now`` is not a timezone-aware datetime.
@@ -228,9 +280,19 @@ def decide(policy: Policy | Iterable[PolicyEntry], now: datetime) -> tuple[TrimC
     """
     require_aware(now, "now")
     policy = Policy.of(policy)
-    return tuple(fixed if fixed is not None else _call(entry, entry.window.resolve(now))  # type: ignore[union-attr]
-                 for entry, fixed in policy._plain)
+    if policy._same is not None:
+        return policy._same
+    calls: list[TrimCall] = []
+    for entry, fixed in policy._plain:
+        if fixed is not None:
+            calls.append(fixed)
+        elif isinstance(entry.window, MaxAge):
+            calls.append(_call(entry, entry.window.resolve(now), "max_age"))
+        else:
+            calls.extend(_call(entry, cut.window, cut.limit) for cut in cuts(entry.window, now, sizes, entry.key))
+    return tuple(calls)
 
 
-def _call(entry: StreamPolicy, window: MaxLen | MinId) -> TrimCall:
-    return TrimCall(entry, window, xtrim_command(entry.stream, window, limit=UNLIMITED))
+def _call(entry: StreamPolicy, window: MaxLen | MinId, limit: str = "") -> TrimCall:
+    name = limit or ("maxlen" if isinstance(window, MaxLen) else "min_id")
+    return TrimCall(entry, window, xtrim_command(entry.stream, window, limit=UNLIMITED), name)

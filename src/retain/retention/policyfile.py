@@ -9,13 +9,26 @@
     [[stream]]
     queue = "codemojex"
     name = "activity"
-    maxlen = 10000                      # exactly one of maxlen, max_age, min_id
+    maxlen = 10000                      # at least one of maxlen, max_age, min_id, max_bytes;
+    max_bytes = "64MiB"                 #   several may be combined: the strictest wins
     approx = true                       # optional; false trims exactly (=)
     archive = true                      # optional; fold what the window drops before trimming
 
     [[stream]]
+    queue = "codemojex"
+    name = "jobs"
+    maxlen = 10000
+    protect = "pending"                 # optional; or "undelivered": cap the trim at what groups need...
+    max_lag = "1h"                      # ...within this (a duration, or a count): required with protect
+
+    [[stream]]
     key = "legacy:feed"                 # a raw key instead of queue + name
     max_age = "7d"
+
+    [[stream]]
+    pattern = "emq:{*}:stream:*"        # every stream whose key matches (SCAN MATCH ... TYPE stream);
+    maxlen = 100000                     #   an explicit entry for a stream overrides the pattern
+    rescan = "1m"                       # optional; how often to look for new streams
 
 The ``[archive]`` table form takes ``url`` and, for ``s3://``, ``endpoint``,
 ``region``, ``access_key_id``, ``secret_access_key``, ``session_token`` and
@@ -50,8 +63,10 @@ from retain._fields import Where
 from retain.clock import parse_rfc3339, utc_now
 from retain.errors import InvalidArchive, InvalidInput, InvalidPolicy
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
+from retain.retention.groups import PROTECT_MODES, Protect
+from retain.retention.patterns import DEFAULT_RESCAN, StreamPattern
 from retain.retention.policy import Policy, StreamPolicy, archive_key_problem
-from retain.windows import MaxAge, MaxLen, MinId
+from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, deltalake) is loaded by open_archive.
@@ -62,9 +77,12 @@ __all__ = ["DEFAULT_TICK", "ArchiveSettings", "PolicyFile", "load_policy", "pars
 DEFAULT_TICK = 1.0
 URL_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel")
 TOP_FIELDS = ("url", "cluster", "tick", "prefix", "archive", "stream")
-STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "allow_future", "approx",
-                 "archive", "archive_max_age")
-WINDOW_FIELDS = ("maxlen", "max_age", "min_id")
+STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "allow_future", "max_bytes",
+                 "bytes_samples", "approx", "archive", "archive_max_age", "protect", "max_lag")
+WINDOW_FIELDS = ("maxlen", "max_age", "min_id", "max_bytes")
+#: a pattern entry: a key glob instead of a stream, and how often to look for its streams again
+PATTERN_FIELDS = ("pattern", "rescan", *WINDOW_FIELDS, "allow_future", "bytes_samples", "approx", "archive",
+                  "protect", "max_lag")
 #: the options of an s3:// archive a policy file may give (retain.archive.Archive takes them as they are)
 S3_FIELDS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "allow_http")
 #: the archive's maintenance (retain.archive.MaintenanceSettings takes them)
@@ -200,13 +218,28 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
     tables = document.get("stream")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
         raise InvalidPolicy(f"{source}: declares no streams: add one [[stream]] table per stream "
-                            "(queue and name, or key; and one of maxlen, max_age, min_id)")
+                            "(queue and name, or key; and maxlen, max_age, min_id or max_bytes)")
     archive = _archive(document, where)
     entries: list[StreamPolicy] = []
+    patterns: list[StreamPattern] = []
     seen: dict[str, int] = {}
     ages: dict[str, timedelta] = {}
     for number, table in enumerate(tables, start=1):
         here = where.entry("stream", number, _label(table))
+        if "pattern" in table:
+            pattern = _pattern_entry(table, here)
+            if pattern.pattern in seen:
+                raise InvalidPolicy(f"{here}: repeats the pattern of [[stream]] #{seen[pattern.pattern]}: "
+                                    "one window per pattern")
+            if pattern.archive and archive is None:
+                raise InvalidPolicy(f"{here.field('archive')}: true needs an archive to fold into: "
+                                    'add archive = "file:///var/lib/retain" at the top of the file')
+            seen[pattern.pattern] = number
+            patterns.append(pattern)
+            continue
+        if "rescan" in table:
+            raise InvalidPolicy(f"{here.field('rescan')}: applies to a pattern entry only: it is how often the "
+                                "streams matching it are looked for again")
         entry = _stream_entry(table, prefix, here)
         if "archive_max_age" in table:
             if not entry.archive:
@@ -220,13 +253,14 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
                                 'add archive = "file:///var/lib/retain" (or an [archive] table) at the top of the file')
         seen[entry.key] = number
         entries.append(entry)
-    if archive is not None and not any(entry.archive for entry in entries):
+    if archive is not None and not any(entry.archive for entry in entries) and \
+            not any(pattern.archive for pattern in patterns):
         raise InvalidPolicy(f"{where.field('archive')}: no [[stream]] sets archive = true, so nothing would be "
                             "folded: set archive = true on each stream that must fold before its trim, "
                             "or remove the archive")
     if archive is not None and ages:
         archive = replace(archive, max_age_by=MappingProxyType(ages))
-    return PolicyFile(source=source, policy=Policy(entries), tick=_tick(document, where),
+    return PolicyFile(source=source, policy=Policy([*entries, *patterns]), tick=_tick(document, where),
                       url=_url(document, where), cluster=_fields.boolean(document, "cluster", where, default=False),
                       archive=archive)
 
@@ -235,6 +269,8 @@ def _label(table: dict[str, Any]) -> str:
     """How messages name a [[stream]] table: by its key, else its queue and name."""
     if "key" in table:
         return f"key {table['key']!r}"
+    if "pattern" in table:
+        return f"pattern {table['pattern']!r}"
     return ", ".join(f"{name} {table[name]!r}" for name in ("queue", "name") if name in table) or "unnamed"
 
 
@@ -310,10 +346,56 @@ def _stream_entry(table: dict[str, Any], prefix: str, where: Where) -> StreamPol
     stream = _stream(table, prefix, where)
     window = _window(table, where)
     archive = _fields.boolean(table, "archive", where, default=False)
+    protect = _protect(table, where)
+    if protect is not None and archive:
+        raise InvalidPolicy(f"{where.field('protect')}: applies to a stream without archive = true: a group that "
+                            "fell behind an archived stream catches up from the archive (retain archive catch-up)")
     problem = archive_key_problem(stream.key) if archive else None
     if problem is not None:
         raise InvalidPolicy(f"{where.field('key')}: {problem}")
-    return StreamPolicy(stream, window, archive)
+    return StreamPolicy(stream, window, archive, protect)
+
+
+def _pattern_entry(table: dict[str, Any], where: Where) -> StreamPattern:
+    """A ``[[stream]]`` with ``pattern``: the limits and options of a stream entry, for every matching key."""
+    _fields.refuse_unknown(table, PATTERN_FIELDS, where)
+    pattern = table["pattern"]
+    if not isinstance(pattern, str):
+        raise InvalidPolicy(f"{where.field('pattern')}: must be a key glob such as 'emq:{{*}}:stream:*' "
+                            f"(got {pattern!r})")
+    window = _window(table, where)
+    archive = _fields.boolean(table, "archive", where, default=False)
+    protect = _protect(table, where)
+    if protect is not None and archive:
+        raise InvalidPolicy(f"{where.field('protect')}: applies to a stream without archive = true")
+    rescan = _fields.duration(table["rescan"], "rescan", where) if "rescan" in table else DEFAULT_RESCAN
+    try:
+        return StreamPattern(pattern, window, archive, protect, rescan)
+    except InvalidPolicy as exc:
+        raise InvalidPolicy(f"{where.field('pattern')}: {exc}") from exc
+
+
+def _protect(table: dict[str, Any], where: Where) -> Protect | None:
+    """``protect`` and its required ``max_lag`` (a duration string or a count)."""
+    if "protect" not in table:
+        if "max_lag" in table:
+            raise InvalidPolicy(f"{where.field('max_lag')}: applies with protect only: it is the most that "
+                                "protecting a lagging group may keep")
+        return None
+    mode = table["protect"]
+    if mode not in PROTECT_MODES:
+        raise InvalidPolicy(f"{where.field('protect')}: must be 'pending' or 'undelivered' (got {mode!r})")
+    if "max_lag" not in table:
+        raise InvalidPolicy(f"{where.field('max_lag')}: missing: protect needs max_lag, a duration such as '1h' or a "
+                            "count such as 100000, so that a dead group cannot keep the stream growing for ever")
+    lag = table["max_lag"]
+    if isinstance(lag, bool) or not isinstance(lag, (str, int)):
+        raise InvalidPolicy(f"{where.field('max_lag')}: must be a duration such as '1h' or a count such as 100000 "
+                            f"(got {lag!r})")
+    try:
+        return Protect(mode, lag)
+    except InvalidPolicy as exc:
+        raise InvalidPolicy(f"{where.field('max_lag')}: {exc}") from exc
 
 
 def _stream(table: dict[str, Any], prefix: str, where: Where) -> StreamRef | RawKey:
@@ -340,16 +422,29 @@ _PROBES: dict[str, Callable[[Any], str]] = {
 }
 
 
-def _window(table: dict[str, Any], where: Where) -> MaxLen | MinId | MaxAge:
+def _window(table: dict[str, Any], where: Where) -> MaxLen | MinId | MaxAge | MaxBytes | Limits:
+    """The stream's limits: one window, or a :class:`Limits` of several (the strictest wins)."""
     given = [name for name in WINDOW_FIELDS if name in table]
-    if len(given) != 1:
-        found = f"got {', '.join(given)}" if given else "got none"
-        raise InvalidPolicy(f"{where}: give exactly one of maxlen, max_age, min_id ({found})")
-    if "allow_future" in table and given != ["min_id"]:
+    if not given:
+        raise InvalidPolicy(f"{where}: give at least one of maxlen, max_age, min_id, max_bytes (got none)")
+    if "bytes_samples" in table and "max_bytes" not in table:
+        raise InvalidPolicy(f"{where.field('bytes_samples')}: applies with max_bytes only: it is how many nodes "
+                            "MEMORY USAGE reads to measure the stream")
+    if "allow_future" in table and "min_id" not in given:
         raise InvalidPolicy(f"{where.field('allow_future')}: applies to a min_id window only")
-    name = given[0]
-    value = table[name]
     approx = _fields.boolean(table, "approx", where, default=True)
+    limits = [_limit(table, name, approx, where) for name in given]
+    return limits[0] if len(limits) == 1 else Limits(*limits)
+
+
+def _limit(table: dict[str, Any], name: str, approx: bool, where: Where) -> MaxLen | MinId | MaxAge | MaxBytes:
+    value = table[name]
+    if name == "max_bytes":
+        if not isinstance(value, str) and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InvalidPolicy(f"{where.field(name)}: must be a size such as '64MiB' (units B, KiB, MiB, GiB) "
+                                f"or a number of bytes (got {value!r})")
+        samples = _fields.whole_number(table.get("bytes_samples", 0), "bytes_samples", where)
+        return _checked(lambda: MaxBytes(value, samples, approx), where, name)
     if name == "maxlen":
         return _checked(lambda: MaxLen(value, approx), where, name)
     if name == "max_age":

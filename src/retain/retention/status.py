@@ -24,7 +24,7 @@ from retain.errors import RetainError
 from retain.ids import StreamId
 from retain.retention.dryrun import preview
 from retain.retention.policy import Policy, PolicyEntry
-from retain.windows import MaxAge, MaxLen, MinId
+from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
 if TYPE_CHECKING:
     from retain.archive import Archive
@@ -38,7 +38,7 @@ class StreamStatus:
 
     key: str
     #: the window as declared (an age window unresolved): ``MAXLEN ~ 10000``, ``MAX-AGE ~ 7d``
-    window: MaxLen | MinId | MaxAge
+    window: MaxLen | MinId | MaxAge | MaxBytes | Limits
     at: datetime
     length: int = 0
     #: the oldest entry's id (None: the stream is empty)
