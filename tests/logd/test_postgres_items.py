@@ -14,14 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retain.errors import NotFound
 from retain.logd import Store
-from retain.logd.match import ABSENT, matches
 from retain.logd.postgres import _flat_fields
-from retain.logd.retain_rules import item_pattern
-from retain.logd.view import read_value
-from tests.logd.test_sqlite_items import NOW, RACES, _RolledBack, race, select_both
-from tests.strategies import odd_stamps, retain_scenes
+from tests.logd.test_sqlite_items import NOW, RACES, check_guards, select_both
+from tests.strategies import retain_scenes
 
 
 @pytest.fixture(scope="module")
@@ -62,24 +58,4 @@ def test_guard_agrees_with_the_precondition(empty_database, scene, races, data):
     """After writers touched the selected items, each item's guard holds exactly when the precondition the
     general path asserts (the match, with the stamp read) holds of it."""
     with Store.open(empty_database()) as store:
-        both = select_both(store, scene)
-        if both is None or both.selected is None or not both.selected.selection.expired:
-            return
-        session, rule, key, view, selected = both.session, both.rule, both.key, both.view, both.selected
-        stamps = dict(both.expected.expired)
-        for (name, _), kind in zip(selected.selection.expired, races):
-            race(session, str(rule.item(name)), read_value(view, rule.item(name)), kind,
-                 data.draw(odd_stamps(NOW), label="stamp"))
-        now_view = session.view()
-        for name, mark in selected.selection.expired:
-            try:
-                value = read_value(now_view, rule.item(name))
-            except NotFound:
-                value = ABSENT
-            holds = matches(item_pattern(rule, stamps[name]), value)
-            with pytest.raises(_RolledBack):
-                with store.backend.transaction():
-                    head = store.backend.head()[0]
-                    held = store.backend.delete_items(session.scope_id, key, [(name, mark)], rule.test, head, head + 1)
-                    raise _RolledBack
-            assert held == holds, f"guard of {name}: SQL {held}, precondition {holds} ({value!r})"
+        check_guards(store, scene, races, data)

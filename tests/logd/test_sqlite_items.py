@@ -146,27 +146,33 @@ def test_guard_agrees_with_the_precondition(tmp_path_factory, scene, races, data
     """After writers touched the selected items, each item's guard in SQL holds exactly when the
     precondition the general path asserts (the match, with the stamp read) holds of it."""
     with Store.open(str(tmp_path_factory.mktemp("guard") / "g.sqlite3"), settings=Settings(synchronous="off")) as store:
-        both = select_both(store, scene)
-        if both is None or both.selected is None or not both.selected.selection.expired:
-            return
-        session, rule, key, view, selected = both.session, both.rule, both.key, both.view, both.selected
-        stamps = dict(both.expected.expired)
-        for (name, _), kind in zip(selected.selection.expired, races):
-            race(session, str(rule.item(name)), read_value(view, rule.item(name)), kind,
-                 data.draw(odd_stamps(NOW), label="stamp"))
-        now_view = session.view()
-        for name, mark in selected.selection.expired:
-            try:
-                value = read_value(now_view, rule.item(name))
-            except NotFound:
-                value = ABSENT
-            holds = matches(item_pattern(rule, stamps[name]), value)
-            with pytest.raises(_RolledBack):
-                with store.backend.transaction():
-                    head = store.backend.head()[0]
-                    held = store.backend.delete_items(session.scope_id, key, [(name, mark)], rule.test, head, head + 1)
-                    raise _RolledBack
-            assert held == holds, f"guard of {name}: SQL {held}, precondition {holds} ({value!r})"
+        check_guards(store, scene, races, data)
+
+
+def check_guards(store: Store, scene, races, data) -> None:
+    """Let writers touch the items the backend selected in ``scene``, then check each item's guard in SQL holds
+    exactly when the general path's precondition (the match, with the stamp read) holds of it."""
+    both = select_both(store, scene)
+    if both is None or both.selected is None or not both.selected.selection.expired:
+        return
+    session, rule, key, view, selected = both.session, both.rule, both.key, both.view, both.selected
+    stamps = dict(both.expected.expired)
+    for (name, _), kind in zip(selected.selection.expired, races):
+        race(session, str(rule.item(name)), read_value(view, rule.item(name)), kind,
+             data.draw(odd_stamps(NOW), label="stamp"))
+    now_view = session.view()
+    for name, mark in selected.selection.expired:
+        try:
+            value = read_value(now_view, rule.item(name))
+        except NotFound:
+            value = ABSENT
+        holds = matches(item_pattern(rule, stamps[name]), value)
+        with pytest.raises(_RolledBack):
+            with store.backend.transaction():
+                head = store.backend.head()[0]
+                held = store.backend.delete_items(session.scope_id, key, [(name, mark)], rule.test, head, head + 1)
+                raise _RolledBack
+        assert held == holds, f"guard of {name}: SQL {held}, precondition {holds} ({value!r})"
 
 
 class _RolledBack(Exception):

@@ -206,6 +206,14 @@ def _approx(window: object) -> bool:
     return any(limit.approx for limit in limits_of(window))
 
 
+def _measured_size(conn: Any, entry: StreamPolicy) -> Size | None:
+    """The stream's memory and length, read as a beat reads them, when the entry has a byte budget; else None."""
+    if entry.budget is None:
+        return None
+    usage = conn.execute_command(*entry.budget.measure_command(entry.key))
+    return Size(None if usage is None else int(usage), int(conn.xlen(entry.key)))
+
+
 def _one_limits(conn: Any, entry: StreamPolicy, now: datetime, node_entries: int | None,
                 archive: Archive | None = None, fold_min_entries: int = 1,
                 maintenance: MaintenanceSettings | None = None) -> StreamPreview:
@@ -215,11 +223,7 @@ def _one_limits(conn: Any, entry: StreamPolicy, now: datetime, node_entries: int
     alone removes. An archived entry is then previewed with that limit's window.
     """
     def figures() -> StreamPreview:
-        budget = entry.budget
-        size = None
-        if budget is not None:
-            usage = conn.execute_command(*budget.measure_command(entry.key))
-            size = Size(None if usage is None else int(usage), int(conn.xlen(entry.key)))
+        size = _measured_size(conn, entry)
         length = size.length if size is not None else int(conn.xlen(entry.key))
         found = candidates(entry.window, now, size)
         outside_by = {cut.limit: _outside(conn, entry.key, cut.window, length) for cut in found}
@@ -246,11 +250,7 @@ def _one_limits(conn: Any, entry: StreamPolicy, now: datetime, node_entries: int
 def _one_protected(conn: Any, entry: StreamPolicy, now: datetime, node_entries: int | None) -> StreamPreview:
     """A protected stream: the trim its limits, its groups and max_lag come to now."""
     def figures() -> StreamPreview:
-        budget = entry.budget
-        size = None
-        if budget is not None:
-            usage = conn.execute_command(*budget.measure_command(entry.key))
-            size = Size(None if usage is None else int(usage), int(conn.xlen(entry.key)))
+        size = _measured_size(conn, entry)
         plan = plan_protected(conn, entry, now, size)
         outside = 0 if plan.floor is None else _count(conn, entry.key, "-", f"({plan.floor}")
         at_least = outside if not plan.approx else (
