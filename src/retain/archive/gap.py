@@ -69,6 +69,8 @@ def _field(answer: Mapping[Any, Any], name: str) -> Any:
 
 def _parsed(answer: Any) -> LiveInfo | None:
     """The check's view of one XINFO STREAM answer (Redis < 7: its length and first entry only)."""
+    if isinstance(answer, list):  # redis-py 5.3 (the floor) leaves a pipelined XINFO STREAM unparsed: pairs
+        answer = dict(zip(answer[::2], answer[1::2]))
     if not isinstance(answer, Mapping):
         return None
     added, deleted = _field(answer, "entries-added"), _field(answer, "max-deleted-entry-id")
