@@ -23,7 +23,7 @@ from retain.logd.paths import Field, Index, Key, Path, check_key, is_key
 from retain.logd.schema import Keying, Schema, tag_text
 from retain.logd.storage import GONE, KEYED, MAP, SEP, Row
 from retain.logd.view import (Location, Reader, View, check_data, dumps, leaves, locate, merge, name_in, navigate,
-                              read_value)
+                              read_value, walk)
 from retain.wire import AutoId
 
 __all__ = ["Draft", "check_node", "record_key"]
@@ -157,17 +157,7 @@ class Draft:
 
     def _locate(self, path: Path) -> Location:
         """:func:`~retain.logd.view.locate` through this draft, without encoding maps edited leaf by leaf."""
-        key, row = "", self._peek("")
-        assert row is not None
-        for depth, segment in enumerate(path.segments):
-            name = name_in(path, depth, segment, row)
-            child_key = key + SEP + name
-            child = self._peek(child_key)
-            if child is None:
-                leaf = name if row.kind == MAP and name in self._leaves(key, row) else None
-                return Location(key, row, depth, leaf)
-            key, row = child_key, child
-        return Location(key, row, len(path.segments), None)
+        return walk(path, self._peek, self._leaves)
 
     # -- operations ----------------------------------------------------------------------------
 

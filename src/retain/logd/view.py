@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -151,14 +151,21 @@ def name_in(path: Path, depth: int, segment: Segment, row: Row) -> str:
 
 def locate(reader: Reader, path: Path) -> Location:
     """Walk ``path`` down the records as far as they go."""
-    key, row = "", reader.row("")
+    return walk(path, reader.row, lambda _key, row: leaves(row))
+
+
+def walk(path: Path, row_of: Callable[[str], Row | None],
+         leaf_names: Callable[[str, Row], Mapping[str, Any]]) -> Location:
+    """:func:`locate` over any way of reading a record (``row_of(key)``) and a map's leaf children
+    (``leaf_names(key, row)``): a draft walks its own records, with maps it edits leaf by leaf still decoded."""
+    key, row = "", row_of("")
     assert row is not None
     for depth, segment in enumerate(path.segments):
         name = name_in(path, depth, segment, row)
         child_key = key + SEP + name
-        child = reader.row(child_key)
+        child = row_of(child_key)
         if child is None:
-            leaf = name if row.kind == MAP and name in leaves(row) else None
+            leaf = name if row.kind == MAP and name in leaf_names(key, row) else None
             return Location(key, row, depth, leaf)
         key, row = child_key, child
     return Location(key, row, len(path.segments), None)
