@@ -46,7 +46,9 @@ class TestStreamsRun:
                      tmp_path) as daemon:
             assert daemon.json("/healthz") == (200, {"alive": True})
             wait_for(lambda: daemon.get("/readyz")[0] == 200, "the daemon to be ready", child=daemon.process)
-            wait_for(lambda: sample(daemon.metrics(), "retain_stream_length", stream=ROUNDS) == 7,
+            # A beat sets the lengths too; only the status read sets the windows, so wait on those.
+            wait_for(lambda: None not in (sample(page := daemon.metrics(), "retain_stream_window_entries", stream=FEED),
+                                          sample(page, "retain_stream_fold_lag_entries", stream=ROUNDS)),
                      "the status read", child=daemon.process)
             metrics = daemon.metrics()
             assert sample(metrics, "retain_stream_length", stream=FEED) == 120
