@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import threading
 
 import pytest
 
 from retain.errors import InvalidInput
 from retain.logd import Client, ServerThread
+from tests.helpers.waiting import wait_for
 
 
 class TestSocketFile:
@@ -37,6 +39,19 @@ class TestSocketFile:
         with pytest.raises(InvalidInput, match="exists and is not a socket"):
             ServerThread(store, socket_path=str(path)).start()
         assert path.read_text() == "keep me"
+
+    def test_a_server_that_cannot_start_leaves_nothing_running(self, store, tmp_path):
+        """A start that fails after the TCP listener bound (and, on PostgreSQL, the commit follower started)
+        closes them again: the port is free, no thread of the failed server is left."""
+        path = tmp_path / "precious.txt"
+        path.write_text("keep me")
+        before = set(threading.enumerate())
+        server = ServerThread(store, listen=("127.0.0.1", 0), socket_path=str(path))
+        with pytest.raises(InvalidInput, match="exists and is not a socket"):
+            server.start()
+        wait_for(lambda: set(threading.enumerate()) <= before, "the failed server's threads to end")
+        with socket.socket() as probe:  # the listener it bound is closed: its port can be bound again
+            probe.bind(server.server._stream._sockets.address)
 
     def test_a_live_server_is_not_taken_over(self, store, open_store, tmp_path):
         """A second server on the socket of a live one refuses to start; the first keeps answering."""

@@ -8,6 +8,7 @@ tests and demos alike. logd's server, docd's and a controller all run this way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from typing import Generic, Protocol, Self, TypeVar
 
@@ -56,6 +57,9 @@ class ThreadedServer(Generic[S]):
         try:
             asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(timeout=30)
         except BaseException:
+            # What did start (a TCP listener before the socket path failed, logd's commit follower) stops too.
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self.server.aclose(), self._loop).result(timeout=30)
             self._end_loop()
             raise
         return self
