@@ -10,7 +10,11 @@ and it does the rest, once for all of them:
 1. logging goes to stderr, one line per event, as text or JSON (:func:`retain.logs.configure_logging`);
 2. SIGTERM and SIGINT are blocked in every thread before anything starts, so no
    handler ever runs in the middle of a beat or a commit; the main thread waits
-   for them with ``sigwait``;
+   for them with ``sigwait``. A thread made *before* (a SQLite store's
+   checkpointer, made by ``Store.open``) would not block them, and a signal the
+   kernel hands it while the main thread is not yet in ``sigwait`` kills the
+   process: a command that makes threads before it calls :func:`run_daemon`
+   makes them inside :func:`stop_signals_held`;
 3. the services start in order; one that cannot start (a port in use, a socket
    path taken) stops those already started and raises
    :class:`~retain.errors.ServerStartError` naming what failed, so the command
@@ -34,7 +38,7 @@ from typing import Protocol
 from retain.errors import RetainError, ServerStartError
 from retain.logs import configure_logging
 
-__all__ = ["STOP_SIGNALS", "Service", "run_daemon"]
+__all__ = ["STOP_SIGNALS", "Service", "run_daemon", "stop_signals_held"]
 
 #: the signals that stop a daemon gracefully
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
@@ -49,8 +53,9 @@ class Service(Protocol):
 
 
 @contextmanager
-def _stop_signals_blocked() -> Iterator[None]:
-    # Threads started inside inherit the mask: only sigwait() below ever takes these signals.
+def stop_signals_held() -> Iterator[None]:
+    """SIGTERM and SIGINT blocked in this thread, and in every thread it starts, until the block ends (then
+    delivered, if one came). Threads inherit the mask: only :func:`run_daemon`'s ``sigwait`` takes them."""
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         yield
@@ -71,7 +76,7 @@ def run_daemon(*services: Service, name: str, started: Callable[[], str], finish
     """
     configure_logging(log_format)
     log = log or logging.getLogger(f"retain.{name.replace(' ', '-')}")
-    with _stop_signals_blocked():
+    with stop_signals_held():
         running = _start_all(services, name)
         log.info(started())
         try:

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from retain.cli._ops import docd_ops, http_address, http_option, log_format_option
+from retain.daemon import stop_signals_held
 from retain.wire import Limits
 
 __all__ = ["docd"]
@@ -114,6 +115,7 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
 @click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False),
               help="TOML token file of the callers it accepts (docd's --owner-token among them); docs/logd.md.")
 @click.option("--insecure", is_flag=True, help="Serve a non-loopback address without --tokens (anyone may write).")
+@stop_signals_held()  # Store.open makes the store's threads: they must not take the stop signals
 def controller_command(db: str, listen: str | None, socket_path: str | None, without: tuple[str, ...],
                        tokens_file: str | None, insecure: bool) -> None:
     """Serve a store as a controller: its subtree, paths relative to its mount.

@@ -10,6 +10,7 @@ import click
 
 from retain.cli._ops import (ScheduleOps, http_address, http_option, log_format_option, logd_page, logd_readiness,
                              ops_tokens, ops_tokens_options)
+from retain.daemon import stop_signals_held
 from retain.errors import RetainError
 from retain.wire import ByteBudget, Limits
 
@@ -57,6 +58,7 @@ def logd() -> None:
 @click.option("--socket-mode", default="0600", show_default=True,
               help="Permission mode (octal) of the --socket file; whatever the umask.")
 @log_format_option
+@stop_signals_held()  # Store.open makes the store's threads: they must not take the stop signals
 def serve_command(db: str, listen: str | None, socket_path: str | None, http: str | None, read_budget: int | None,
                   synchronous: str | None, cutoff: str | None, tiers: tuple[str, ...], horizon: str | None,
                   max_document_bytes: int, max_buffered_bytes: int, tokens_file: str | None, insecure: bool, tls_cert: str | None,
