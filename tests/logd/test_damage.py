@@ -1,12 +1,16 @@
-"""Damage is detected, never served (issue 13, finding 5, the SQLite half): a store whose file fails its
-integrity check is refused at open, naming the file; `retain logd check` runs the full check; a row that
-does not decode is a storage_error naming its key."""
+"""Damage is detected, never served (issue 13, finding 5): a store whose file fails its integrity check is
+refused at open, naming the file; `retain logd check` runs the full check; a row that does not decode is a
+storage_error naming its key. On PostgreSQL (issue 14: step 10's damage checks hold for it too) the head row
+and the commit log must agree at open, and the full check finds gaps, versions past the head and rows that
+do not decode."""
 
 from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
@@ -92,3 +96,62 @@ class TestUndecodableRow:
                 with pytest.raises(StorageError, match="the record jobs.j1"):
                     client.get("jobs.j1")
                 assert client.get("jobs.j2").value == {"status": "new"}
+
+
+class TestDamagedDatabase:
+    """The PostgreSQL store, damaged by SQL as a bad restore or a hand edit would leave it."""
+
+    @pytest.fixture
+    def url(self, pg_databases) -> Iterator[str]:
+        url = pg_databases.create("damage")
+        with Store.open(url) as store:
+            for number in range(3):
+                store.session().patch([{"set": f"jobs.j{number}", "value": {"status": "done", "n": number}}])
+        yield url
+        pg_databases.drop(url)
+
+    def test_a_whole_database_opens_and_checks_ok(self, url):
+        """The check at open passes a whole store; `retain logd check` says ok."""
+        with Store.open(url) as store:
+            assert store.backend.check(full=True) == []
+        checked = CliRunner().invoke(main, ["logd", "check", "--db", url])
+        assert checked.exit_code == 0 and checked.output.strip() == f"{url}: ok"
+
+    def test_a_head_past_the_log_is_refused_at_open(self, url):
+        """A head row ahead of the commit log (a log restored older than its tables): opening and serving are
+        refused naming both numbers; nothing was written."""
+        with psycopg.connect(url, autocommit=True) as raw:
+            raw.execute("UPDATE head SET number = 7")
+        with pytest.raises(StoreDamaged, match="the head row says commit 7 but the log ends at 3"):
+            Store.open(url)
+        served = CliRunner().invoke(main, ["logd", "serve", "--db", url, "--listen", f"127.0.0.1:{free_port()}"])
+        assert served.exit_code != 0 and "is damaged" in str(served.output) + str(served.exception)
+        with psycopg.connect(url, autocommit=True) as raw:
+            assert raw.execute("SELECT count(*) FROM commits").fetchone() == (3,)
+
+    def test_check_names_every_problem(self, url):
+        """A gap in the log, a version past the head and undecodable rows: each named, exit status 1."""
+        with psycopg.connect(url, autocommit=True) as raw:
+            raw.execute("DELETE FROM commits WHERE number = 2")
+            raw.execute("UPDATE commits SET ops = '[{\"set' WHERE number = 1")
+            raw.execute("UPDATE nodes SET value = '{\"status\": \"do' WHERE key = chr(31) || 'jobs' || chr(31) || 'j0'")
+            raw.execute("INSERT INTO nodes (scope, key, rev, kind, value) VALUES (0, chr(31) || 'late', 9, 1, '1')")
+        checked = CliRunner().invoke(main, ["logd", "check", "--db", url])
+        assert checked.exit_code == 1
+        for problem in ("the commit log has gaps: 2 commits numbered up to 3",
+                        "1 record versions are past the head commit 3",
+                        "the delta of commit 1 does not decode",
+                        "the value of record 'jobs.j0' at commit 1 does not decode",
+                        "is damaged: 4 problem(s)"):
+            assert problem in checked.output, checked.output
+
+    def test_check_names_a_database_without_logd(self, pg_databases):
+        """A database logd never opened is a problem, and the check makes no table there."""
+        url = pg_databases.create("empty")
+        try:
+            checked = CliRunner().invoke(main, ["logd", "check", "--db", url])
+            assert checked.exit_code == 1 and "no logd tables in this database" in checked.output
+            with psycopg.connect(url, autocommit=True) as raw:
+                assert raw.execute("SELECT to_regclass('logd_version')").fetchone() == (None,)
+        finally:
+            pg_databases.drop(url)

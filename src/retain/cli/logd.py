@@ -143,29 +143,38 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
 
 
 @logd.command("check")
-@click.option("--db", required=True, type=click.Path(dir_okay=False), help="The SQLite file of the store to check.")
+@click.option("--db", required=True, metavar="FILE|URL",
+              help="The store to check: a SQLite file, or a postgresql:// URL.")
 def check_command(db: str) -> None:
-    """Check a store's file for damage: SQLite's full integrity_check.
+    """Check a store for damage.
 
-    'serve' runs the quick check at every start and refuses a damaged
-    store; this reads every page and index (slow on a big store; safe
-    beside a running server). Prints each problem found; exit status 1 if
-    there is any.
+    A SQLite file gets SQLite's full integrity_check (every page and index:
+    slow on a big store). A PostgreSQL database gets what logd relies on: the
+    head row against the commit log, no gap in the log, no record version past
+    the head, every delta and value decodable (PostgreSQL guards its own pages).
+    'serve' runs the quick check at every start and refuses a damaged store.
+    Both read on a snapshot and change nothing: safe beside running servers.
+    Prints each problem found; exit status 1 if there is any.
 
     \b
     Example:
         retain logd check --db logd.sqlite3
+        retain logd check --db postgresql://logd@db.internal/logd
     """
+    from retain.logd.postgres import check_database, is_postgres_url, redacted
     from retain.logd.sqlite import check_file
 
-    if not Path(db).is_file():
+    if is_postgres_url(db):
+        shown, problems = redacted(db), check_database(db, full=True)
+    elif not Path(db).is_file():
         raise click.ClickException(f"no store at {db}")
-    problems = check_file(db, full=True)
+    else:
+        shown, problems = db, check_file(db, full=True)
     if problems:
         for problem in problems:
-            click.echo(f"{db}: {problem}")
-        raise click.ClickException(f"{db} is damaged: {len(problems)} problem(s); restore it from a backup")
-    click.echo(f"{db}: ok")
+            click.echo(f"{shown}: {problem}")
+        raise click.ClickException(f"{shown} is damaged: {len(problems)} problem(s); restore it from a backup")
+    click.echo(f"{shown}: ok")
 
 
 def server_security(tokens_file: str | None, insecure: bool, tls_cert: str | None, tls_key: str | None,

@@ -55,11 +55,12 @@ import psycopg
 from psycopg import sql
 
 from retain.clock import parse_rfc3339
-from retain.errors import StorageError, StorageUnavailable
+from retain.errors import StorageError, StorageUnavailable, StoreDamaged
 from retain.logd.storage import SEP, CommitRecord, ItemTest, Row, ScopeRecord, Selected, Selection
 from retain.wire import Or
 
-__all__ = ["CHANNEL", "SCHEMA_VERSION", "CommitFollower", "PostgresBackend", "is_postgres_url", "redacted"]
+__all__ = ["CHANNEL", "SCHEMA_VERSION", "CommitFollower", "PostgresBackend", "check_database", "is_postgres_url",
+           "redacted"]
 
 log = logging.getLogger(__name__)
 
@@ -323,6 +324,7 @@ class PostgresBackend(_Reads):
         self._writer = db
         try:
             _migrate(db)
+            self._refuse_damage()
         except psycopg.Error as exc:
             db.close()
             raise _storage_error(exc) from exc
@@ -576,24 +578,17 @@ class PostgresBackend(_Reads):
 
     @_translated
     def check(self, full: bool = False) -> list[str]:
-        """What is inconsistent in the tables (PostgreSQL guards its own pages): the head row against the
-        commit log; with ``full`` also gaps in the log and record versions past the head."""
-        db = self._conn()
-        problems: list[str] = []
-        head = db.execute("SELECT number FROM head").fetchone()
-        last = db.execute("SELECT coalesce(max(number), 0), count(*) FROM commits").fetchone()
-        assert last is not None
-        if head is None:
-            return ["the head row is missing"]
-        if int(head[0]) != int(last[0]):
-            problems.append(f"the head row says commit {head[0]} but the log ends at {last[0]}")
-        if full:
-            if int(last[1]) != int(last[0]):
-                problems.append(f"the commit log has gaps: {last[1]} commits numbered up to {last[0]}")
-            past = db.execute("SELECT count(*) FROM nodes WHERE rev > %s", (int(head[0]),)).fetchone()
-            if past is not None and int(past[0]):
-                problems.append(f"{past[0]} record versions are past the head commit {head[0]}")
-        return problems
+        """What is inconsistent in the tables, read on one snapshot (see :func:`check_database`), or []."""
+        with self.reading() as reads:
+            return _problems(reads._conn(), full)
+
+    def _refuse_damage(self) -> None:
+        """Refuse a database whose head row and commit log disagree before anything reads or writes it."""
+        problems = self.check()
+        if problems:
+            raise StoreDamaged(f"the store {redacted(self.url)} is damaged ({'; '.join(problems)}); refusing to "
+                               f"serve it: restore it from a backup (`retain logd check --db URL` runs the full "
+                               f"check)")
 
     @contextmanager
     def reading(self, *, keep: bool = False) -> Iterator[_Reads]:
@@ -632,6 +627,73 @@ class PostgresBackend(_Reads):
             self._kept_all.clear()
         if self._writer is not None:
             self._writer.close()
+
+
+def check_database(url: str, full: bool = True) -> list[str]:
+    """The problems found in the logd database at ``url``, read on one snapshot and changing nothing (safe beside
+    running servers); [] when there are none.
+
+    PostgreSQL guards its own pages (``amcheck`` is the DBA's tool for that); this checks what logd relies on:
+    the head row against the commit log and, when ``full``, a gapless log, no record version past the head,
+    and every commit's delta and every record's value decodable."""
+    try:
+        db = psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        return [f"cannot connect: {_storage_error(exc)}"]
+    with db:
+        try:
+            db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            found = db.execute("SELECT to_regclass('logd_version') IS NOT NULL").fetchone()
+            if not (found and found[0]):
+                return ["no logd tables in this database"]
+            return _problems(db, full)
+        except psycopg.Error as exc:
+            return [f"cannot read: {exc}"]
+
+
+def _problems(db: psycopg.Connection[Any], full: bool) -> list[str]:
+    """:func:`check_database`'s findings on ``db``, inside a snapshot: a writer on another server commits its
+    head row and its log entry together, so one snapshot never sees them apart."""
+    head = db.execute("SELECT number FROM head").fetchone()
+    last = db.execute("SELECT coalesce(max(number), 0), count(*) FROM commits").fetchone()
+    assert last is not None
+    if head is None:
+        return ["the head row is missing"]
+    problems: list[str] = []
+    if int(head[0]) != int(last[0]):
+        problems.append(f"the head row says commit {head[0]} but the log ends at {last[0]}")
+    if not full:
+        return problems
+    if int(last[1]) != int(last[0]):
+        problems.append(f"the commit log has gaps: {last[1]} commits numbered up to {last[0]}")
+    past = db.execute("SELECT count(*) FROM nodes WHERE rev > %s", (int(head[0]),)).fetchone()
+    if past is not None and int(past[0]):
+        problems.append(f"{past[0]} record versions are past the head commit {head[0]}")
+    problems += _undecodable(db, "SELECT 'commit ' || number, ops FROM commits WHERE ops IS NOT NULL",
+                             "delta")
+    problems += _undecodable(db, "SELECT 'record ' || quote_literal(substr(replace(key, chr(31), '.'), 2)) || ' at commit ' "
+                                 "|| rev, value FROM nodes WHERE value IS NOT NULL", "value")
+    return problems
+
+
+def _undecodable(db: psycopg.Connection[Any], query: str, what: str, shown: int = 20) -> list[str]:
+    """The rows of ``query`` (name, JSON text) whose text does not decode, read in pages; the first ``shown``
+    named, the rest counted."""
+    bad: list[str] = []
+    count = 0
+    with db.cursor(name=f"logd_check_{what}") as cursor:
+        cursor.execute(query)
+        while page := cursor.fetchmany(5000):
+            for name, text in page:
+                try:
+                    json.loads(text)
+                except ValueError as exc:
+                    count += 1
+                    if len(bad) < shown:
+                        bad.append(f"the {what} of {name} does not decode ({exc})")
+    if count > shown:
+        bad.append(f"and {count - shown} more {what}s that do not decode")
+    return bad
 
 
 def _migrate(db: psycopg.Connection[Any]) -> None:
