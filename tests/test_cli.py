@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import click
 import pytest
 from click.testing import CliRunner
@@ -121,3 +124,14 @@ class TestDemo:
         assert "  - {path: jobs.*, deleted: 129, unreadable: 2}\n" in result.output  # logd: a retain request
         assert "  {path: verse.*, deleted: 0, owner: logd, under: [verse.ctl]}\n" in result.output  # through docd
         assert "Traceback" not in result.output and "Error" not in result.output
+
+    def test_demo_on_postgres(self):
+        """--postgres: the logd act's store is a database on an embedded PostgreSQL, with the same answers; the
+        server and its files are gone after."""
+        before = set(Path(tempfile.gettempdir()).glob("retain-postgres-*"))
+        result = CliRunner().invoke(main, ["demo", "--postgres"])
+        assert result.exit_code == 0, result.output
+        assert "logd: a store of its own on logd.sock (PostgreSQL)" in result.output
+        assert "  - {path: jobs.*, deleted: 129, unreadable: 2}\n" in result.output
+        assert "Traceback" not in result.output and "Error" not in result.output
+        assert set(Path(tempfile.gettempdir()).glob("retain-postgres-*")) == before

@@ -1,4 +1,4 @@
-"""A logd of its own (a temp SQLite file, a Unix socket), a few hundred jobs and events written to it,
+"""A logd of its own (a temp SQLite file, or a database on PostgreSQL when given one; a Unix socket), a few hundred jobs and events written to it,
 then aged out by a retain request (seed 004), printed as the seed prints it."""
 
 from __future__ import annotations
@@ -44,14 +44,18 @@ def _stamp(minutes_ago: int) -> str:
     return (STAMPED - timedelta(minutes=minutes_ago)).isoformat().replace("+00:00", "Z")
 
 
-def logd_jobs(server: RedisServer | None, console: Console) -> None:
-    """Serve a store on a Unix socket, write jobs and events through clients, show history and a watch."""
+def logd_jobs(server: RedisServer | None, console: Console, *, store_url: str | None = None) -> None:
+    """Serve a store on a Unix socket, write jobs and events through clients, show history and a watch.
+
+    The store is a temp SQLite file, or the (empty) PostgreSQL database ``store_url``."""
     with tempfile.TemporaryDirectory() as directory:
         socket_path = str(Path(directory) / "logd.sock")
-        with Store.open(str(Path(directory) / "logd.sqlite3"), settings=Settings(synchronous="normal")) as store, \
+        target = store_url or str(Path(directory) / "logd.sqlite3")
+        kind = "PostgreSQL" if store_url else "SQLite, WAL"
+        with Store.open(target, settings=Settings(synchronous="normal")) as store, \
                 ServerThread(store, socket_path=socket_path), \
                 Client(socket_path, author="demo/ci") as writer, Client(socket_path) as watcher:
-            console.print(f"\nlogd: a store of its own on {Path(socket_path).name} (SQLite, WAL)")
+            console.print(f"\nlogd: a store of its own on {Path(socket_path).name} ({kind})")
             writer.call("schema", set={"events": AutoId("id"), "jobs.*": {"required": ["status", "updatedAt"]}})
             watcher.watch("jobs")
             for first in range(0, JOBS, BATCH):
