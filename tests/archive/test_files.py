@@ -8,9 +8,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retain.archive.columns import FILE_SCHEMA
-from retain.archive.files import FileWriter, open_parquet, read_entries, read_tables
+from retain.archive.files import FileWriter, encode_runs, open_parquet, read_entries, read_tables
 from retain.errors import ArchiveCorrupt, UnarchivableEntry
 from retain.ids import StreamId
 
@@ -24,8 +26,8 @@ def flat_reader(conn: redis.Redis) -> redis.Redis:
     return reader
 
 
-def file_of(chunks, row_group_rows=10_000, encoder=None):
-    writer = FileWriter("emq:{g}:stream:s", row_group_rows=row_group_rows, encoder=encoder)
+def file_of(chunks, row_group_rows=10_000, encoder=None, stream="emq:{g}:stream:s"):
+    writer = FileWriter(stream, row_group_rows=row_group_rows, encoder=encoder)
     for chunk in chunks:
         writer.add(chunk)
     return writer.finish()
@@ -156,3 +158,49 @@ class TestDamage:
         """Bytes that are no Parquet file are ArchiveCorrupt, not a pyarrow error."""
         with pytest.raises(ArchiveCorrupt, match="junk.parquet"):
             open_parquet(pa.BufferReader(b"not parquet at all" * 10), "junk.parquet")
+
+
+field_names = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=4).map(str.encode)
+field_values = st.binary(max_size=5) | st.text(max_size=5).map(str.encode)
+runs_of_pairs = st.lists(st.lists(st.lists(st.tuples(field_names, field_values), min_size=1, max_size=3),
+                                  min_size=1, max_size=6), min_size=1, max_size=6)
+
+
+def flat_runs(runs):
+    """Each run a stream's entries as the server sends them, ids counting up (seq past 9 in some)."""
+    return [(f"emq:{{g}}:stream:s{number}",
+             [(f"{1000 + index}-{index * 7 % 12}".encode(), [part for pair in pairs for part in pair])
+              for index, pairs in enumerate(run)])
+            for number, run in enumerate(runs)]
+
+
+class TestEncodeRuns:
+    """encode_runs makes, for many streams at once, exactly the files FileWriter makes one by one."""
+
+    @given(runs_of_pairs)
+    @settings(max_examples=60, deadline=None)
+    def test_the_files_of_file_writer(self, runs):
+        """Same ids, counts, Delta statistics, rows and key-value metadata, text and binary values alike."""
+        runs = flat_runs(runs)
+        together = encode_runs(runs)
+        assert len(together) == len(runs)
+        for (stream, entries), made in zip(runs, together):
+            alone = file_of([entries], stream=stream)
+            assert (made.first, made.last, made.count, json.loads(made.stats)) == \
+                (alone.first, alone.last, alone.count, json.loads(alone.stats))
+            ours, theirs = (open_parquet(pa.BufferReader(data), "f") for data in (made.data, alone.data))
+            assert ours.read().equals(theirs.read())
+            assert ours.schema_arrow.metadata == theirs.schema_arrow.metadata
+            assert ours.metadata.num_row_groups == theirs.metadata.num_row_groups
+
+    def test_empty_runs_make_no_file(self):
+        """A run without entries makes no file; no runs, no files."""
+        assert encode_runs([]) == []
+        assert [made.count for made in encode_runs([("a", []), *flat_runs([[[(b"k", b"v")]]])])] == [1]
+
+    def test_an_entry_no_file_can_hold_fails_them_all(self):
+        """A field name that is not UTF-8 in any run is UnarchivableEntry (the fold then makes each stream's
+        file alone, so that only that stream fails: tests/archive/test_fold.py)."""
+        runs = flat_runs([[[(b"k", b"v")]], [[(b"\xff", b"v")]]])
+        with pytest.raises(UnarchivableEntry, match="not UTF-8"):
+            encode_runs(runs)

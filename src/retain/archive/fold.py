@@ -32,13 +32,13 @@ from retain import _fields
 from retain._fields import Where
 from retain._redis import as_retain_error, translate_errors
 from retain.archive._pipeline import Chunks, paused_gc, raw_reader
-from retain.archive.files import FileWriter
+from retain.archive.files import EncodedFile, FileWriter, encode_runs
 from retain.archive.gap import LiveInfo, gap, live_info, live_infos, next_ordinal
 from retain.archive.plan import plan_fold_trim
 from retain.archive.table import Advance, Archive, ArchivedFile
 from retain.clock import utc_now
 from retain.errors import (ArchiveConflict, ArchiveTimeout, ArchiveUnavailable, InvalidInput, InvalidWindow,
-                           RetainError)
+                           RetainError, UnarchivableEntry)
 from retain.ids import StreamId, upper_bound
 from retain.streams.keys import Stream, key_of
 from retain.streams.trim import check_limit, trim, xtrim_command
@@ -427,6 +427,8 @@ class _Pending:
     puts: list[Future[ArchivedFile]] = field(default_factory=list)
     #: every live entry after W up to the boundary, when one pipelined XRANGE read them all (_read_tails)
     tail: list[Any] | None = None
+    #: the data file of ``tail``, when it was encoded with the other streams' (_encode_tails)
+    encoded: EncodedFile | None = None
 
 
 def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], archive: Archive,
@@ -482,6 +484,7 @@ def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], arch
         # Most streams of a beat hold a few entries after W: one pipeline reads them all, boundaries included.
         _read_tails(reader, pending, now, min(count, segment_entries))
         _boundaries(conn, [item for item in pending if item.tail is None], now)
+        _encode_tails(pending, min_entries, workers.encoder)
         unavailable: ArchiveUnavailable | None = None
         for item in pending:
             if item.error is not None:
@@ -638,17 +641,37 @@ def _read_stream(conn: Any, item: _Pending, archive: Archive, count: int, segmen
         item.error = error
 
 
+def _folds(item: _Pending, tail: list[Any], min_entries: int) -> bool:
+    """Whether the entries read after W make a file now, or are too few and wait for a later, larger one."""
+    assert item.boundary is not None
+    return plan_fold_trim(item.boundary, item.before, len(tail), min_entries=min_entries).fold is not None
+
+
+def _encode_tails(pending: list[_Pending], min_entries: int, encoder: Executor | None) -> None:
+    """The file of every stream whose tail folds, encoded together (:func:`encode_runs`: a beat of many
+    small folds pays the fixed costs once); when some entry cannot be stored, each stream's file is made
+    on its own instead, so that the error is that stream's alone."""
+    folding = [item for item in pending if item.error is None and item.tail and _folds(item, item.tail, min_entries)]
+    try:
+        encoded = encode_runs([(item.key, item.tail) for item in folding], encoder)  # type: ignore[misc]
+    except UnarchivableEntry:
+        return
+    for item, file in zip(folding, encoded):
+        item.encoded = file
+
+
 def _store_tail(item: _Pending, tail: list[Any], archive: Archive, min_entries: int, workers: _Workers) -> None:
     """What :func:`_read_stream` does with entries already read: one file of them, or none if too few."""
-    assert item.boundary is not None
     if not tail:
         return
-    if plan_fold_trim(item.boundary, item.before, len(tail), min_entries=min_entries).fold is None:
+    if not _folds(item, tail, min_entries):
         item.left = len(tail)  # too few waiting: leave them for a later, larger file
         return
-    writer = FileWriter(item.key)
-    writer.add(tail)
-    encoded = writer.finish()
+    encoded, item.encoded = item.encoded, None
+    if encoded is None:
+        writer = FileWriter(item.key)
+        writer.add(tail)
+        encoded = writer.finish()
     workers.storer.put(archive, item, encoded)
     item.entries += encoded.count
     item.after = encoded.last
