@@ -13,7 +13,9 @@ import threading
 import httpx
 import pytest
 
+from retain.errors import StorageError
 from retain.logd import Client, ServerThread
+from retain.logd.server import INLINE_READ_RECORDS
 from retain.servers import free_port
 from retain.wire import Framer, HttpTimeouts, Limits, StreamSockets, StreamTimeouts, load
 from tests.helpers.waiting import wait_for
@@ -224,6 +226,50 @@ class TestReadsBesideTheWriter:
         finally:
             release.set()
             busy.result(timeout=60)
+
+
+class TestSmallReadsOnTheLoop:
+    """On SQLite a read of at most INLINE_READ_RECORDS records is answered on the event loop; a larger one
+    goes to a reader thread with the whole read budget; on PostgreSQL every read goes to a reader thread."""
+
+    @staticmethod
+    def _hold_the_readers(served) -> tuple[threading.Event, list]:
+        release = threading.Event()
+        held = [served.server.readers.submit(release.wait, 120) for _ in range(8)]  # every reader, and a queue
+        return release, held
+
+    def test_small_reads_answer_while_every_reader_is_busy(self, served, backend_name):
+        """Every reader thread held: a one-record get and list are answered on SQLite (over HTTP and the
+        stream); a read of more records than the loop takes waits for a reader, then gets its whole value --
+        not a budget error from the loop's smaller budget."""
+        session = served.server.store.session()
+        session.patch([{"set": "jobs", "value": {f"j{n:03d}": {"n": n} for n in range(INLINE_READ_RECORDS + 44)}}])
+        release, held = self._hold_the_readers(served)
+        try:
+            with Client(served.address, timeout=60) as client:
+                if backend_name == "sqlite":
+                    answer = httpx.post(served.http_url, json={"get": {"path": "jobs.j007"}}, timeout=60)
+                    assert answer.json() == {"result": {"get": {"commit": 1, "value": {"n": 7}}}}
+                    assert client.get("jobs.j008.n").value == 8
+                client.send({"list": {"path": "jobs.*"}})  # too large for the loop: it waits for a reader
+                release.set()
+                assert len(client.receive()["result"]["list"]["items"]) == INLINE_READ_RECORDS + 44
+            answer = httpx.post(served.http_url, json={"get": {"path": "jobs"}}, timeout=60)
+            assert len(answer.json()["result"]["get"]["value"]) == INLINE_READ_RECORDS + 44
+        finally:
+            release.set()
+            for future in held:
+                future.result(timeout=60)
+
+    def test_the_read_budget_still_bounds_every_read(self, open_store, tmp_path):
+        """A read past the store's own budget is refused whichever way it is answered; a budget below the
+        loop's bounds the loop's reads too."""
+        store = open_store(read_budget=20)
+        store.session().patch([{"set": "jobs", "value": {f"j{n}": {"n": n} for n in range(30)}}])
+        with ServerThread(store, listen=("127.0.0.1", 0)) as running, Client(running.address) as client:
+            with pytest.raises(StorageError, match=r"touches more than 20 records \(storage.readBudget = 20\)"):
+                client.list("jobs.*")
+            assert client.get("jobs.j3.n").value == 3
 
 
 class TestUnreadDeltas:

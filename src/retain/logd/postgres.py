@@ -304,6 +304,7 @@ class PostgresBackend(_Reads):
 
     reads_apart = True
     shared = True
+    local = False  # every read is a round trip to the server
     _shared_connection = True
 
     def __init__(self, url: str, *, connect_timeout: float = 10) -> None:

@@ -16,10 +16,12 @@ it wait for its answer (and so see all its deletes); behind a plain request they
 to the writer as before.
 
 A ``get`` or ``list`` (:func:`~retain.logd.verbs.reads_only`) does not queue behind the writer: it is
-answered on a reader thread, on a snapshot of a WAL reader connection that thread keeps -- over HTTP at
-once, on a stream once the connection's request before it is answered (so it still sees that
-request's writes), the connection's next request waiting for it in turn. A scoped read over HTTP
-goes to the writer, which makes the scope if it is new.
+answered on a snapshot of a WAL reader connection -- over HTTP at once, on a stream once the
+connection's request before it is answered (so it still sees that request's writes), the
+connection's next request waiting for it in turn. On SQLite a read of at most
+:data:`INLINE_READ_RECORDS` records is answered right there on the event loop (tens of
+microseconds); a larger one, or any on PostgreSQL, on a reader thread that keeps its connection.
+A scoped read over HTTP goes to the writer, which makes the scope if it is new.
 
 A ``watch`` subscribes the connection: after its answer, the backlog of deltas and
 then every later commit touching the prefix arrive as ``{delta: {...}}`` documents,
@@ -50,10 +52,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.routing import BaseRoute
 
+from retain.errors import ReadBudgetExceeded
 from retain.logd.paths import Path
 from retain.logd.postgres import CommitFollower, PostgresBackend
 from retain.logd.retain import Step, drive_async
@@ -68,6 +71,9 @@ __all__ = ["LogdServer", "ServerThread"]
 log = logging.getLogger(__name__)
 
 _READERS = 4  # retain reads at once (each on a snapshot of its own); more wait for a reader
+#: the most records a read answered on the event loop may touch (:meth:`LogdServer.read_inline`)
+INLINE_READ_RECORDS = 256
+R = TypeVar("R")
 
 #: ``observe(request, answer document, seconds from arrival to answer)``
 Observe = Callable[[Any, dict[str, Any], float], None]
@@ -153,7 +159,7 @@ class _Conversation:
         if reads_only(request) and self.server.reads_apart:
             # Beside the writer, once the request before it is answered; the next one waits for it.
             if previous is None or previous.done():
-                answer = loop.run_in_executor(self.server.readers, self._read, request, fmt)
+                answer = self._read_now(request, fmt)
             else:
                 answer = asyncio.ensure_future(self._read_after(previous, request, fmt))
             self._last, self._last_queued = answer, False
@@ -178,11 +184,25 @@ class _Conversation:
 
     async def _read_after(self, previous: asyncio.Future[Reply], request: Any, fmt: Format) -> Reply:
         await asyncio.wait([previous])
-        return await asyncio.get_running_loop().run_in_executor(self.server.readers, self._read, request, fmt)
+        return await self._read_now(request, fmt)
 
-    def _read(self, request: Any, fmt: Format) -> Reply:  # on a reader thread
+    def _read_now(self, request: Any, fmt: Format) -> asyncio.Future[Reply]:
+        """The answer to a read: at once when it is small (:meth:`LogdServer.read_inline`), else from a reader
+        thread."""
+        loop = asyncio.get_running_loop()
+        answered = self.server.read_inline(lambda budget: self._read(request, fmt, budget))
+        if answered is None:
+            return loop.run_in_executor(self.server.readers, self._read, request, fmt)
+        future: asyncio.Future[Reply] = loop.create_future()
+        if isinstance(answered, BaseException):
+            future.set_exception(answered)
+        else:
+            future.set_result(answered)
+        return future
+
+    def _read(self, request: Any, fmt: Format, budget: int | None = None) -> Reply:  # a reader thread, or inline
         with self.server.store.backend.reading(keep=True) as reads:
-            context = Context(self.server.store, self.context.session.on(reads), format=fmt,
+            context = Context(self.server.store, self.context.session.on(reads, budget), format=fmt,
                               grant=self.context.grant)
             return Reply(handle(context, request))
 
@@ -213,6 +233,7 @@ class LogdServer:
         refuse_open([None if listen is None else listen[0], None if http is None else http[0]], tokens, insecure)
         self.store, self.limits, self.tokens, self.observe = store, limits, tokens, observe
         self.reads_apart = store.backend.reads_apart  # gets and lists on reader threads, beside the writer
+        self.reads_inline = self.reads_apart and store.backend.local  # small ones on the loop (read_inline)
         self.budget = budget if budget is not None else ByteBudget()  # one for every transport
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logd-writer")
         self.readers = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="logd-reader")
@@ -324,16 +345,39 @@ class LogdServer:
         author, scope = headers.get("logd-author"), headers.get("logd-scope")
         author = (author or "anonymous") if grant is None else grant.author(author)
         if reads_only(request) and scope is None and self.reads_apart:
+            answered = self.read_inline(lambda budget: self._read_http(request, fmt, author, grant, budget))
+            if isinstance(answered, BaseException):
+                raise answered
+            if answered is not None:
+                return answered
             return await loop.run_in_executor(self.readers, self._read_http, request, fmt, author, grant)
         if not staged(request):
             return await loop.run_in_executor(self.writer, self._apply_http, request, fmt, author, scope, grant)
         session = await loop.run_in_executor(self.writer, self.store.session, author, scope)  # a new scope is a write
         return await self.run_steps(Context(self.store, session, format=fmt, grant=grant), request)
 
-    def _read_http(self, request: Any, fmt: Format, author: str, grant: Token | None) -> dict[str, Any]:
-        with self.store.backend.reading(keep=True) as reads:  # on a reader thread, a snapshot of its own
-            return handle(Context(self.store, self.store.session(author=author).on(reads), format=fmt,
+    def _read_http(self, request: Any, fmt: Format, author: str, grant: Token | None,
+                   budget: int | None = None) -> dict[str, Any]:
+        with self.store.backend.reading(keep=True) as reads:  # a reader thread, or inline: a snapshot of its own
+            return handle(Context(self.store, self.store.session(author=author).on(reads, budget), format=fmt,
                                   grant=grant), request)
+
+    def read_inline(self, read: Callable[[int], R]) -> R | BaseException | None:
+        """``read(budget)`` answered here, on the event loop, when the store's reads are local and it touches
+        at most :data:`INLINE_READ_RECORDS` records: its answer, or the error that is its answer. None: it is
+        larger (or the store is remote), and a reader thread answers it with the whole read budget.
+
+        A small get from SQLite takes tens of microseconds; handing it to a thread and back cost ten times
+        that in CPU and, under load, milliseconds of waiting for the GIL (`bench/logd_load.py`). The bound
+        keeps what the loop may spend on one read to a few hundred records."""
+        if not self.reads_inline:
+            return None
+        try:
+            return read(INLINE_READ_RECORDS)
+        except ReadBudgetExceeded:
+            return None
+        except Exception as exc:  # the transport answers it, as it would from the reader thread
+            return exc
 
     def _apply_http(self, request: Any, fmt: Format, author: str, scope: str | None,
                     grant: Token | None) -> dict[str, Any]:

@@ -254,6 +254,7 @@ class SqliteBackend(_Reads):
             self._checkpoints = _Checkpointer(self.path, synchronous)
 
     shared = False  # one process owns the file: what the store caches changes only through it
+    local = True
 
     def generation(self) -> int:
         return 0

@@ -137,6 +137,9 @@ class Backend(Reads, Protocol):
     #: whether other stores (other servers) may write to the same rows: the store then re-reads what it
     #: caches when :meth:`generation` moved, and publishes every server's commits from the log, in order
     shared: bool
+    #: whether a read never waits on a network (a file in this process's page cache): a server may then
+    #: answer a small read on its event loop rather than hand it to a reader thread
+    local: bool
 
     def generation(self) -> int:
         """A number that grows whenever the schema, the compaction boundary or the snapshots change

@@ -342,14 +342,16 @@ class Session:
     """An author and an optional scope; every read and write goes through one."""
 
     def __init__(self, store: Store, author: str, scope: str | None, scope_id: int,
-                 reads: Reads | None = None) -> None:
+                 reads: Reads | None = None, read_budget: int | None = None) -> None:
         self.store, self.author, self.scope, self.scope_id = store, author, scope, scope_id
         self.reads = reads  # a snapshot its reads go through, instead of the writer's connection
+        #: the most records one get or list may touch: the store's ``read_budget`` unless this is lower
+        self.read_budget = min(store.settings.read_budget, read_budget or store.settings.read_budget)
 
-    def on(self, reads: Reads) -> Session:
+    def on(self, reads: Reads, read_budget: int | None = None) -> Session:
         """This session reading through ``reads`` (a snapshot on a reader thread): its gets and lists do not
-        wait for the writer. Writes still go to the writer."""
-        return Session(self.store, self.author, self.scope, self.scope_id, reads)
+        wait for the writer. Writes still go to the writer. ``read_budget``: a lower budget for its reads."""
+        return Session(self.store, self.author, self.scope, self.scope_id, reads, read_budget)
 
     def view(self, at: int | None = None) -> View:
         """The tree as this session sees it at ``at`` (the head when None)."""
@@ -383,12 +385,12 @@ class Session:
         if place.is_wild:
             raise InvalidRequest(f"get names one place; use list for {place}")
         view = self.view(at)
-        return Read(view.at, read_value(view, place, self.store.settings.read_budget))
+        return Read(view.at, read_value(view, place, self.read_budget))
 
     def list(self, path: str | Path, *, at: int | None = None) -> Listing:
         """The children of a container: ``jobs.*``, ``events(*)``, ``list[*]``."""
         view = self.view(at)
-        return Listing(view.at, list_items(view, _read_path(path), self.store.settings.read_budget))
+        return Listing(view.at, list_items(view, _read_path(path), self.read_budget))
 
     def deltas(self, path: str | Path | None = None, *, first: int | None = None) -> Iterator[Delta]:
         """Commits from ``first`` on (the next one when None) whose delta touches ``path``, in order.
