@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from retain.cli import main
+from retain.errors import LimitExceeded
 from retain.logd.client import Client
 from retain.servers import free_port
 
@@ -88,6 +89,41 @@ class TestServeAndRequest:
         result = CliRunner().invoke(main, ["logd", *args, "--db", str(tmp_path / "x.sqlite3")]
                                     if args[0] == "serve" else ["logd", *args], input="{get: {}}")
         assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output
+
+
+class TestLimits:
+    def test_limits_reach_the_running_server(self, tmp_path):
+        """--limit sets a request limit and a stream timeout of a real `retain logd serve`: a patch past
+        patchOps is refused naming it, a shorter one is applied; an idle connection is closed at idleSeconds."""
+        port = free_port()
+        process = subprocess.Popen([sys.executable, "-c", "from retain.cli import main; main()", "logd", "serve",
+                                    "--db", str(tmp_path / "limits.sqlite3"), "--listen", f"127.0.0.1:{port}",
+                                    "--limit", "patchOps=2", "--limit", "idleSeconds=0.5"], stderr=subprocess.PIPE)
+        try:
+            wait_connectable(port, process)
+            with Client(("127.0.0.1", port)) as client:
+                with pytest.raises(LimitExceeded, match="limits.patchOps"):
+                    client.patch([{"set": f"jobs.j{n}", "value": n} for n in range(3)])
+                assert client.patch([{"set": "jobs.j1", "value": 1}]).commit == 1
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as idle:
+                assert idle.recv(1) == b"", "the server closes a connection idle past idleSeconds"
+        finally:
+            process.kill()
+            process.wait(timeout=30)
+
+    @pytest.mark.parametrize(("limit", "message"), [
+        ("patchOps", "expected NAME=VALUE with NAME one of patchOps, retainRules"),
+        ("nope=1", "expected NAME=VALUE with NAME one of"),
+        ("patchOps=0", "patchOps is a positive whole number (got '0')"),
+        ("pathLength=1.5", "pathLength is a positive whole number (got '1.5')"),
+        ("documentSeconds=-1", "documentSeconds is a positive number (got '-1')"),
+        ("httpBodySeconds=soon", "httpBodySeconds is a positive number (got 'soon')"),
+    ])
+    def test_a_bad_limit_is_refused_before_anything_opens(self, limit, message, tmp_path):
+        """A bad --limit names what was wrong and what is expected; no store is made."""
+        db = tmp_path / "never.sqlite3"
+        result = CliRunner().invoke(main, ["logd", "serve", "--db", str(db), "--limit", limit])
+        assert result.exit_code == 2 and message in result.output and not db.exists()
 
 
 class TestPortInUse:

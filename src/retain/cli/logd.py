@@ -12,7 +12,8 @@ from retain.cli._ops import (ScheduleOps, http_address, http_option, log_format_
                              ops_tokens, ops_tokens_options)
 from retain.daemon import stop_signals_held
 from retain.errors import RetainError
-from retain.wire import ByteBudget, Limits
+from retain.cli._limits import LIMIT_HELP, parse_limits
+from retain.wire import ByteBudget, HttpTimeouts, Limits, StreamTimeouts
 
 __all__ = ["logd", "session_options"]
 
@@ -50,6 +51,7 @@ def logd() -> None:
               help="The largest request document accepted.")
 @click.option("--max-buffered-bytes", type=click.IntRange(min=1), default=256 * 1024 * 1024, show_default=True,
               help="The most bytes of unfinished requests held across all connections; past it: unavailable.")
+@click.option("--limit", "limit_texts", multiple=True, metavar="NAME=VALUE", help=LIMIT_HELP)
 @click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False),
               help="TOML token file: who may read, write, retain, admin, and as which authors (docs/logd.md).")
 @click.option("--insecure", is_flag=True, help="Serve a non-loopback address without --tokens (anyone may write).")
@@ -61,8 +63,8 @@ def logd() -> None:
 @stop_signals_held()  # Store.open makes the store's threads: they must not take the stop signals
 def serve_command(db: str, listen: str | None, socket_path: str | None, http: str | None, read_budget: int | None,
                   synchronous: str | None, cutoff: str | None, tiers: tuple[str, ...], horizon: str | None,
-                  max_document_bytes: int, max_buffered_bytes: int, tokens_file: str | None, insecure: bool, tls_cert: str | None,
-                  tls_key: str | None, socket_mode: str, log_format: str) -> None:
+                  max_document_bytes: int, max_buffered_bytes: int, limit_texts: tuple[str, ...], tokens_file: str | None,
+                  insecure: bool, tls_cert: str | None, tls_key: str | None, socket_mode: str, log_format: str) -> None:
     """Serve a store: one writer applies every request in arrival order.
 
     Each connection carries a stream of YAML or JSON documents, each ended
@@ -76,6 +78,7 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
         retain logd serve --socket /tmp/logd.sock --http 127.0.0.1:7421 --horizon 1y
         retain logd serve --db postgresql://logd@db.internal:5432/logd --tokens tokens.toml --listen 0.0.0.0:7420
         retain logd serve --max-buffered-bytes 67108864 --max-document-bytes 1048576
+        retain logd serve --limit patchOps=2000 --limit idleSeconds=60 --limit httpBodySeconds=10
         retain logd serve --listen 0.0.0.0:7420 --tokens tokens.toml --http 0.0.0.0:7421 \\
             --tls-cert cert.pem --tls-key key.pem
         retain logd serve --db /var/lib/retain/logd.sqlite3 --http 127.0.0.1:7421 --log-format json
@@ -92,8 +95,12 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
     http_address = parse_address(http) if http else None
     if isinstance(address, str) or isinstance(http_address, str):
         raise click.UsageError("--listen and --http take HOST:PORT")
-    settings = Settings.from_options(read_budget=read_budget, synchronous=synchronous, cutoff=cutoff, tiers=tiers,
-                                     horizon=horizon)
+    bounds = parse_limits(limit_texts)
+    settings = bounds.applied(Settings.from_options(read_budget=read_budget, synchronous=synchronous, cutoff=cutoff,
+                                                    tiers=tiers, horizon=horizon), "settings")
+    transport = {"limits": bounds.applied(Limits(max_bytes=max_document_bytes), "wire"),
+                 "stream_timeouts": bounds.applied(StreamTimeouts(), "stream"),
+                 "http_timeouts": bounds.applied(HttpTimeouts(), "http")}
     tokens, tls, mode = server_security(tokens_file, insecure, tls_cert, tls_key, socket_mode,
                                         [address, http_address])
 
@@ -122,9 +129,9 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
             ops = {"observe": metrics.observe,
                    "http_routes": ops_routes(health, metrics.registry, logd_page(db, store, metrics, health),
                                              tokens)}
-        running = ServerThread(store, listen=address, socket_path=socket_path, http=http_address,
-                               limits=Limits(max_bytes=max_document_bytes), tokens=tokens, insecure=insecure,
-                               tls=tls, socket_mode=mode, budget=ByteBudget(max_buffered_bytes), **ops)
+        running = ServerThread(store, listen=address, socket_path=socket_path, http=http_address, tokens=tokens,
+                               insecure=insecure, tls=tls, socket_mode=mode, budget=ByteBudget(max_buffered_bytes),
+                               **transport, **ops)
 
         def started() -> str:
             server = running.server
