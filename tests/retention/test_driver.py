@@ -609,13 +609,13 @@ class TestOnePassReader:
     def test_replies_split_across_reads(self, redis_conn, monkeypatch):
         """Replies cut at any byte between two socket reads are parsed whole: a beat read 7 bytes at a time
         reports what one read in large chunks reports."""
-        import retain.retention.driver as driver_module
+        import retain.retention.roundtrip as roundtrip
 
         keys = [f"split:{index}" for index in range(30)]
         for key in keys:
             append(redis_conn, key, 15)
         redis_conn.xgroup_create(keys[0], "g", id="0")
-        monkeypatch.setattr(driver_module, "READ_CHUNK", 7)
+        monkeypatch.setattr(roundtrip, "READ_CHUNK", 7)
         report = RetentionDriver(redis_conn, [(RawKey(key), MaxLen(5, approx=False)) for key in keys],
                                  measure_lengths=True).sweep()
         assert report.ok and set(report.removed_by.values()) == {10} and set(report.lengths.values()) == {5}

@@ -17,7 +17,7 @@ One beat is one :meth:`~RetentionDriver.sweep`:
    the XTRIMs of the plain entries;
 2. every call goes into one pipeline: one round trip on a standalone server
    (a standalone ``redis.Redis`` gets one write of the packed commands on a
-   pooled connection; see :func:`_send_direct`). On a
+   pooled connection; see :func:`~retain.retention.roundtrip.send_direct`). On a
    :class:`redis.cluster.RedisCluster`, redis-py's ``ClusterPipeline`` groups the
    commands by the node owning each key's slot and writes one pipeline per node
    before reading any answer (redis-py 5 to 8, sync and asyncio alike); that is
@@ -77,25 +77,17 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
-
-hiredis: Any
-try:  # redis[hiredis]: the beat's replies are parsed in one pass (see _read_replies)
-    import hiredis
-except ImportError:  # pragma: no cover - redis-py's own parser then reads them one by one
-    hiredis = None
 
 from retain import _fields
 from retain._fields import Where
@@ -109,6 +101,7 @@ from retain.retention.bytes import Measured, measure_commands, read_sizes
 from retain.retention.groups import GroupTrim, PendingCounter, Seen, groups_or_none, trim_protected
 from retain.retention.limits import Size, candidates
 from retain.retention.patterns import ascan, expand, scan
+from retain.retention.roundtrip import collector_paused, pipeline_options, send_direct, send_pipeline
 from retain.retention.policy import (
     UNLIMITED,
     Policy,
@@ -698,7 +691,7 @@ class RetentionDriver(_Driver):
             if self.policy.measured else None
         calls = self._plan(now, measured)
         job = self._archive_beat(self.conn, now, measured)  # on its own thread, beside the plain trims
-        with _collector_paused():
+        with collector_paused():
             plain = self._read(calls, self._send(calls) if calls else [])
         self._protect(self.conn, now, measured, plain)
         unconsumed = self._unconsumed(plain.seen) if plain.seen else None
@@ -732,8 +725,8 @@ class RetentionDriver(_Driver):
             if isinstance(self.conn, redis.Redis):
                 def pack(connection: Any) -> bytes:
                     return b"".join(b"".join(connection.pack_command(*command)) for command in commands)
-                return _send_direct(self.conn, len(commands), pack)
-            return _send_pipeline(self.conn, commands)
+                return send_direct(self.conn, len(commands), pack)
+            return send_pipeline(self.conn, commands)
         except REDIS_ERRORS as exc:
             return exc
 
@@ -742,8 +735,8 @@ class RetentionDriver(_Driver):
         try:
             if isinstance(self.conn, redis.Redis):
                 layout = self._layout(calls)
-                return _send_direct(self.conn, len(layout.commands), self._packer(layout))
-            return _send_pipeline(self.conn, self._commands(calls))
+                return send_direct(self.conn, len(layout.commands), self._packer(layout))
+            return send_pipeline(self.conn, self._commands(calls))
         except REDIS_ERRORS as exc:
             return exc
 
@@ -802,106 +795,6 @@ class RetentionDriver(_Driver):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _send_pipeline(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
-    """Through redis-py's pipeline: one per node on a cluster (see the module docstring)."""
-    pipe = conn.pipeline(transaction=False)
-    try:
-        for command in commands:
-            pipe.execute_command(*command, **_options(command))
-        answers: list[Any] = pipe.execute(raise_on_error=False)
-        return answers
-    finally:
-        pipe.reset()
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a beat reads its answers, back as it was after.
-
-    A large beat keeps hundreds of thousands of fresh answers alive until its
-    report is made; each allocation counts towards the collector's thresholds,
-    which then walk the whole heap again and again (measured: a trimming beat at
-    50,000 streams took 1.45 s with it, 0.45 s without). The answers hold no
-    cycles: reference counting frees them all the same.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-#: bytes read from the socket at a time by the one-pass reader
-READ_CHUNK = 1 << 20
-
-
-def _read_replies(sock: Any, count: int) -> list[Any]:
-    """``count`` replies read straight off the socket and parsed by hiredis in one pass.
-
-    What redis-py's ``read_response`` does per reply (health checks, its own
-    buffering, a Python frame or three per answer) is most of a large beat's
-    client time; here a reply costs one ``gets``. An error reply comes back as a
-    ``ResponseError`` value, as a pipeline gives it. A connection that fails
-    half-way raises ``ConnectionError`` (the caller drops the connection).
-    """
-    assert hiredis is not None
-    reader = hiredis.Reader(protocolError=redis.exceptions.InvalidResponse,
-                            replyError=redis.exceptions.ResponseError)
-    buffer = bytearray(READ_CHUNK)
-    answers: list[Any] = []
-    append, gets = answers.append, reader.gets
-    while len(answers) < count:
-        size = sock.recv_into(buffer)
-        if not size:
-            raise redis.exceptions.ConnectionError("the server closed the connection in the middle of a beat")
-        reader.feed(buffer, 0, size)
-        while (reply := gets()) is not False:
-            append(reply)
-    return answers
-
-
-def _options(command: tuple[str, ...]) -> dict[str, Any]:
-    """What redis-py's pipeline needs to parse an answer: the range form of XPENDING is told apart by an option."""
-    return {"parse_detail": True} if command[0] == "XPENDING" and len(command) > 3 else {}
-
-
-def _send_direct(conn: redis.Redis, count: int, pack: Callable[[Any], bytes]) -> list[Any]:
-    """One write of ``count`` commands, then one read per command, on a pooled connection of a standalone client.
-
-    What ``Pipeline.execute`` does, less its per-command bookkeeping: the beat is
-    the driver's hot path. ``pack(connection)`` gives the commands' wire form
-    (redis-py's own packer); redis-py's connection parses the answers.
-    An answer lost to a dropped connection is that stream's failure; the answers
-    already read stand.
-    """
-    pool = conn.connection_pool
-    connection: Any = pool.get_connection()
-    answers: list[Any] = []
-    try:
-        connection.send_packed_command([pack(connection)])
-        sock = getattr(connection, "_sock", None)
-        if hiredis is not None and sock is not None and not connection.encoder.decode_responses:
-            answers = _read_replies(sock, count)
-        else:
-            for _ in range(count):
-                try:
-                    answers.append(connection.read_response())
-                except redis.exceptions.ResponseError as exc:
-                    answers.append(exc)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-        # The socket may hold unread answers: never hand it back as it is.
-        connection.disconnect()
-        answers += [exc] * (count - len(answers))
-    except BaseException:
-        connection.disconnect()
-        raise
-    finally:
-        pool.release(connection)
-    return answers
 
 
 class AsyncRetentionDriver(_Driver):
@@ -986,7 +879,7 @@ class AsyncRetentionDriver(_Driver):
         pipe = self.conn.pipeline(transaction=False)
         try:
             for command in commands:
-                pipe.execute_command(*command, **_options(command))
+                pipe.execute_command(*command, **pipeline_options(command))
             answers: list[Any] = await pipe.execute(raise_on_error=False)
             return answers
         except REDIS_ERRORS as exc:
