@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retain.errors import Compacted, InvalidDuration, InvalidSettings, LogdError
-from retain.logd import Store
+import retain.logd.store as store_module
+from retain.logd import Client, ServerThread, Store
 from retain.logd.history import boundary, choose_snapshots, nearest, tier_windows
 from retain.logd.settings import Settings, Tier
 from retain.logd.postgres import PostgresBackend
@@ -108,6 +109,54 @@ class TestCompaction:
         assert again.session().get("counter", at=12).value == 11
 
 
+class TestCompactionInSteps:
+    def test_a_record_per_step_removes_what_one_step_removes(self, open_store, clock, monkeypatch):
+        """The same history compacted with one record per step and with every record in one step: the same
+        boundary, snapshots and removed count, the same rows left, the same reads."""
+        compacted = []
+        for name, records in (("steps.sqlite3", 1), ("whole.sqlite3", 100_000)):
+            monkeypatch.setattr(store_module, "PRUNE_RECORDS", records)
+            twin_clock = FakeClock(START)
+            store = open_store(name, cutoff=timedelta(hours=1), tiers=HOURLY_THEN_DAILY)
+            store.clock = twin_clock
+            states = write_every(store, twin_clock, 36)
+            result = store.compact()
+            kept = {commit: store.session().get(at=commit).value for commit in states
+                    if commit >= result.boundary or commit in result.snapshots}
+            compacted.append((result, row_count(store), kept))
+        assert compacted[0] == compacted[1]
+        assert compacted[0][0].removed > 0
+
+    def test_writes_come_between_its_steps(self, tmp_path, monkeypatch):
+        """Served, a compaction of many records is many units of work on the writer: a patch sent on another
+        connection meanwhile is committed between two of its steps, not after the whole of it."""
+        monkeypatch.setattr(store_module, "PRUNE_RECORDS", 1)
+        clock = FakeClock(START)
+        store = Store.open(str(tmp_path / "steps.sqlite3"), clock=clock,
+                           settings=Settings(synchronous="off", cutoff=timedelta(hours=1), tiers=()))
+        events: list[str] = []
+        for step in ("move_boundary", "prune"):  # each step of the compaction noted as it runs
+            def noted(*args, step=step, run=getattr(store.backend, step)):
+                events.append(step)
+                return run(*args)
+            monkeypatch.setattr(store.backend, step, noted)
+        store.listen(lambda record: events.append(f"commit {record.number}"))
+        with ServerThread(store, listen=("127.0.0.1", 0)) as served:
+            for _ in range(3):  # the patch must reach the writer before the last prune step: it always has
+                events.clear()
+                write_every(store, clock, 400, timedelta(minutes=1))
+                clock.advance(timedelta(hours=2))
+                with Client(served.address) as admin, Client(served.address, author="other") as other:
+                    admin.send({"compact": {}})
+                    patched = other.patch([{"set": "other", "value": 1}]).commit
+                    assert admin.receive()["result"]["compact"]["removed"] > 0
+                if "prune" in events[events.index(f"commit {patched}"):]:
+                    break
+        store.close()
+        at = events.index(f"commit {patched}")
+        assert "move_boundary" in events[:at] and "prune" in events[at:]
+
+
 class TestHorizon:
     MARKER = "zebra-3f9a1c-marker"
 
@@ -167,12 +216,21 @@ def timed_batches(draw):
     return [(gap, draw(ops)) for gap in gaps], draw(st.lists(st.integers(0, 3 * 86400), min_size=1, max_size=3))
 
 
+@pytest.mark.parametrize("prune_records", [1, store_module.PRUNE_RECORDS], ids=["a-record-a-step", "one-step"])
 @settings(max_examples=40)
-@given(timed_batches())
-def test_kept_commits_read_as_before(case):
+@given(case=timed_batches())
+def test_kept_commits_read_as_before(case, prune_records):
     """After any number of compactions, every commit still served reads exactly as it did when written,
-    and every other one answers `compacted`."""
+    and every other one answers `compacted` -- whether the pruning runs a record per step or all at once."""
     batches, advances = case
+    default, store_module.PRUNE_RECORDS = store_module.PRUNE_RECORDS, prune_records
+    try:
+        _kept_commits_read_as_before(batches, advances)
+    finally:
+        store_module.PRUNE_RECORDS = default
+
+
+def _kept_commits_read_as_before(batches, advances):
     with tempfile.TemporaryDirectory() as directory:
         clock = FakeClock(START)
         store = Store.open(str(FsPath(directory) / "p.sqlite3"), clock=clock,

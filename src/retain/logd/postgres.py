@@ -56,7 +56,7 @@ from psycopg import sql
 
 from retain.clock import parse_rfc3339
 from retain.errors import StorageError, StorageUnavailable, StoreDamaged
-from retain.logd.storage import SEP, CommitRecord, ItemTest, Row, ScopeRecord, Selected, Selection
+from retain.logd.storage import SEP, CommitRecord, ItemTest, Record, Row, ScopeRecord, Selected, Selection
 from retain.wire import Or
 
 __all__ = ["CHANNEL", "SCHEMA_VERSION", "CommitFollower", "PostgresBackend", "check_database", "is_postgres_url",
@@ -90,16 +90,23 @@ CREATE TABLE head (one boolean PRIMARY KEY DEFAULT true CHECK (one), number bigi
 INSERT INTO head (number, time, generation) VALUES (0, 0, 0);
 """,)
 
-_PRUNE_VERSIONS = """
+# One prune step's records, its versions and its tombstones: as SQLite's (retain.logd.sqlite).
+_PRUNE_UPTO = """
+SELECT scope, key FROM (SELECT DISTINCT scope, key FROM nodes WHERE (scope, key) > (%(scope)s, %(key)s)
+                        ORDER BY scope, key LIMIT %(records)s) AS step
+ORDER BY scope DESC, key DESC LIMIT 1
+"""
+_IN_STEP = "(scope, key) > (%(scope)s, %(key)s) AND (scope, key) <= (%(upto_scope)s, %(upto_key)s)"
+_PRUNE_VERSIONS = f"""
 DELETE FROM nodes WHERE (scope, key, rev) IN (
     SELECT scope, key, version FROM (
         SELECT scope, key, rev AS version, LEAD(rev) OVER (PARTITION BY scope, key ORDER BY rev) AS successor
-        FROM nodes WHERE rev <= %(boundary)s) AS v
+        FROM nodes WHERE {_IN_STEP} AND rev <= %(boundary)s) AS v
     WHERE version < %(boundary)s AND successor IS NOT NULL AND successor <= %(boundary)s
       AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.rev >= version AND s.rev < successor))
 """
-_PRUNE_TOMBSTONES = """
-DELETE FROM nodes WHERE scope = 0 AND kind = 0 AND rev < %(boundary)s
+_PRUNE_TOMBSTONES = f"""
+DELETE FROM nodes WHERE {_IN_STEP} AND scope = 0 AND kind = 0 AND rev < %(boundary)s
   AND NOT EXISTS (SELECT 1 FROM nodes o WHERE o.scope = 0 AND o.key = nodes.key AND o.rev < nodes.rev)
 """
 
@@ -554,19 +561,30 @@ class PostgresBackend(_Reads):
         return [int(row[0]) for row in self._conn().execute("SELECT rev FROM snapshots ORDER BY rev")]
 
     @_translated
-    def prune(self, boundary: int, snapshots: Sequence[int]) -> int:
+    def move_boundary(self, boundary: int, snapshots: Sequence[int]) -> None:
         with self.transaction():
             db = self._conn()
             with db.cursor() as cursor:
                 cursor.execute("DELETE FROM snapshots")
                 cursor.executemany("INSERT INTO snapshots (rev) VALUES (%s)", [(rev,) for rev in snapshots])
-                removed = cursor.execute(_PRUNE_VERSIONS, {"boundary": boundary}).rowcount
-                removed += cursor.execute(_PRUNE_TOMBSTONES, {"boundary": boundary}).rowcount
                 cursor.execute("UPDATE commits SET ops = NULL WHERE number < %s AND ops IS NOT NULL", (boundary,))
                 cursor.execute("INSERT INTO meta (name, value) VALUES ('boundary', %s) ON CONFLICT (name) DO UPDATE "
                                "SET value = excluded.value", (str(boundary),))
                 cursor.execute("UPDATE head SET generation = generation + 1")
-        return removed
+
+    @_translated
+    def prune(self, boundary: int, after: Record | None, records: int) -> tuple[int, Record | None]:
+        with self.transaction():
+            start = after if after is not None else (-1, "")
+            params: dict[str, Any] = {"scope": start[0], "key": start[1], "records": records, "boundary": boundary}
+            with self._conn().cursor() as cursor:
+                upto = cursor.execute(_PRUNE_UPTO, params).fetchone()
+                if upto is None:
+                    return 0, None
+                params |= {"upto_scope": upto[0], "upto_key": upto[1]}
+                removed = cursor.execute(_PRUNE_VERSIONS, params).rowcount
+                removed += cursor.execute(_PRUNE_TOMBSTONES, params).rowcount
+        return removed, (int(upto[0]), str(upto[1]))
 
     @_translated
     def reclaim(self) -> None:

@@ -33,11 +33,11 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from retain.clock import format_rfc3339, parse_rfc3339
 from retain.errors import InvalidRequest, InvalidRetain, LogdError, NotFound, PreconditionFailed
@@ -46,6 +46,7 @@ from retain.logd.ops import Delete
 from retain.logd.paths import Field, Path, Wild
 from retain.logd.retain_rules import RetainRequest, RetainRule, cutoff, item_pattern, parse_retain, select
 from retain.logd.schema import Rule, Schema
+from retain.logd.steps import Step, drive
 from retain.logd.storage import KEYED, MAP, Reads, Selection
 from retain.logd.store import Session, Written
 from retain.logd.view import View, iter_items, leaves, locate, over_budget, read_value
@@ -53,22 +54,11 @@ from retain.logd.view import View, iter_items, leaves, locate, over_budget, read
 __all__ = ["BeforeBatch", "Pass", "RetainResult", "RuleResult", "Step", "drive", "drive_async", "retain_pass",
            "run_retain"]
 
-_T = TypeVar("_T")
 
 #: ``before_batch(rule_index, item_paths)``: called between the read and each batch's delete.
 BeforeBatch = Callable[[int, tuple[Path, ...]], None]
 
 _HIDDEN = object()  # an item whose timestamp (or match) lies inside !raw: retain never looks there
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One step of a pass, for its driver to run: a read (``writes`` False: on a snapshot of its own, beside
-    the writer) or one batch's commit (``writes`` True: on the writer, between other clients' writes).
-    ``run()`` returns what the pass goes on with; an error it raises goes back into the pass."""
-
-    run: Callable[[], Any]
-    writes: bool
 
 
 #: A pass: the steps it yields, each sent back its ``run()``'s value; its return value is the result.
@@ -153,56 +143,6 @@ def run_retain(session: Session, request: RetainRequest | Mapping[str, Any], *,
         Any error after the first rule ran names what the rules before it committed.
     """
     return drive(retain_pass(session, request, before_batch=before_batch))
-
-
-def drive(steps: Generator[Step, Any, _T]) -> _T:
-    """Run the steps in place, in order, each one's value (or error) sent back in; the generator's return value."""
-    driving = _Driving(steps)
-    while not isinstance(step := driving.next(), _Done):
-        try:
-            driving.took(step.run())
-        except Exception as exc:  # back into the steps, which say what had run before it
-            driving.failed(exc)
-    return step.value
-
-
-async def drive_async(steps: Generator[Step, Any, _T], run: Callable[[Step], Awaitable[Any]]) -> _T:
-    """:func:`drive`'s twin for a server: ``run(step)`` runs each step where it belongs (reads beside the
-    writer, writes on it) while the event loop goes on."""
-    driving = _Driving(steps)
-    while not isinstance(step := driving.next(), _Done):
-        try:
-            driving.took(await run(step))
-        except Exception as exc:
-            driving.failed(exc)
-    return step.value
-
-
-@dataclass(frozen=True, slots=True)
-class _Done(Generic[_T]):
-    value: _T
-
-
-class _Driving(Generic[_T]):
-    """Where a driver is in the steps: what the last step gave (or raised) goes back in for the next."""
-
-    def __init__(self, steps: Generator[Step, Any, _T]) -> None:
-        self.steps: Generator[Step, Any, _T] = steps
-        self.value: Any = None
-        self.error: Exception | None = None
-
-    def next(self) -> Step | _Done[_T]:
-        """The next step; :class:`_Done` with the generator's return value after the last."""
-        try:
-            return self.steps.send(self.value) if self.error is None else self.steps.throw(self.error)
-        except StopIteration as stop:
-            return _Done(stop.value)
-
-    def took(self, value: Any) -> None:
-        self.value, self.error = value, None
-
-    def failed(self, error: Exception) -> None:
-        self.value, self.error = None, error
 
 
 def retain_pass(session: Session, request: RetainRequest | Mapping[str, Any], *,

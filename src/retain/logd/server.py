@@ -59,7 +59,7 @@ from starlette.routing import BaseRoute
 from retain.errors import ReadBudgetExceeded
 from retain.logd.paths import Path
 from retain.logd.postgres import CommitFollower, PostgresBackend
-from retain.logd.retain import Step, drive_async
+from retain.logd.steps import Step, drive_async
 from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
 from retain.logd.verbs import Context, delta_document, handle, reads_only, staged, steps

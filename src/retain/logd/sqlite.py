@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 from retain.errors import StorageError, StoreDamaged
 from retain.logd.sqlite_items import compile_test, cutoff_params
-from retain.logd.storage import SEP, CommitRecord, ItemTest, Row, ScopeRecord, Selected, Selection
+from retain.logd.storage import SEP, CommitRecord, ItemTest, Record, Row, ScopeRecord, Selected, Selection
 
 __all__ = ["SYNCHRONOUS", "SqliteBackend"]
 
@@ -65,20 +65,28 @@ CREATE TABLE IF NOT EXISTS snapshots (rev INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
+# The records (scope, key) of one prune step: the next :records of them after (:scope, :key), in the
+# primary key's order; the last one bounds the step.
+_PRUNE_UPTO = """
+SELECT scope, key FROM (SELECT DISTINCT scope, key FROM nodes WHERE (scope, key) > (:scope, :key)
+                        ORDER BY scope, key LIMIT :records)
+ORDER BY scope DESC, key DESC LIMIT 1
+"""
+_IN_STEP = "(scope, key) > (:scope, :key) AND (scope, key) <= (:upto_scope, :upto_key)"
 # Versions no kept commit reads: the next version of the same key is at or below the boundary,
 # and no kept snapshot falls in [rev, next). The window runs over rev <= boundary so that a
 # version whose successor is exactly the boundary still sees it.
-_PRUNE_VERSIONS = """
+_PRUNE_VERSIONS = f"""
 DELETE FROM nodes WHERE (scope, key, rev) IN (
     SELECT scope, key, version FROM (
         SELECT scope, key, rev AS version, LEAD(rev) OVER (PARTITION BY scope, key ORDER BY rev) AS successor
-        FROM nodes WHERE rev <= :boundary)
+        FROM nodes WHERE {_IN_STEP} AND rev <= :boundary)
     WHERE version < :boundary AND successor IS NOT NULL AND successor <= :boundary
       AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.rev >= version AND s.rev < successor))
 """
 # A baseline tombstone with nothing older under it says nothing an absent key does not.
-_PRUNE_TOMBSTONES = """
-DELETE FROM nodes WHERE scope = 0 AND kind = 0 AND rev < :boundary
+_PRUNE_TOMBSTONES = f"""
+DELETE FROM nodes WHERE {_IN_STEP} AND scope = 0 AND kind = 0 AND rev < :boundary
   AND NOT EXISTS (SELECT 1 FROM nodes o WHERE o.scope = 0 AND o.key = nodes.key AND o.rev < nodes.rev)
 """
 
@@ -461,15 +469,25 @@ class SqliteBackend(_Reads):
         return [row[0] for row in self._db.execute("SELECT rev FROM snapshots ORDER BY rev")]
 
     @_translated
-    def prune(self, boundary: int, snapshots: Sequence[int]) -> int:
+    def move_boundary(self, boundary: int, snapshots: Sequence[int]) -> None:
         with self.transaction():
             self._db.execute("DELETE FROM snapshots")
             self._db.executemany("INSERT INTO snapshots (rev) VALUES (?)", ((rev,) for rev in snapshots))
-            removed = self._db.execute(_PRUNE_VERSIONS, {"boundary": boundary}).rowcount
-            removed += self._db.execute(_PRUNE_TOMBSTONES, {"boundary": boundary}).rowcount
             self._db.execute("UPDATE commits SET ops = NULL WHERE number < ? AND ops IS NOT NULL", (boundary,))
             self._db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('boundary', ?)", (str(boundary),))
-        return removed
+
+    @_translated
+    def prune(self, boundary: int, after: Record | None, records: int) -> tuple[int, Record | None]:
+        with self.transaction():
+            start = after if after is not None else (-1, "")
+            params = {"scope": start[0], "key": start[1], "records": records, "boundary": boundary}
+            upto = self._db.execute(_PRUNE_UPTO, params).fetchone()
+            if upto is None:
+                return 0, None
+            params |= {"upto_scope": upto[0], "upto_key": upto[1]}
+            removed = self._db.execute(_PRUNE_VERSIONS, params).rowcount
+            removed += self._db.execute(_PRUNE_TOMBSTONES, params).rowcount
+        return removed, (int(upto[0]), str(upto[1]))
 
     @_translated
     def reclaim(self) -> None:

@@ -28,11 +28,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-__all__ = ["BASELINE", "GONE", "KEYED", "MAP", "SEP", "Backend", "CommitRecord", "ItemTest", "Reads", "Row",
-           "ScopeRecord", "Selected", "Selection"]
+__all__ = ["BASELINE", "GONE", "KEYED", "MAP", "SEP", "Backend", "CommitRecord", "ItemTest", "Reads", "Record",
+           "Row", "ScopeRecord", "Selected", "Selection"]
 
 SEP = "\x1f"  # below every key character: a node sorts before its descendants, they before its next sibling
 GONE, MAP, KEYED = 0, 1, 2
+#: a record's place in the version table, in its order: ``(scope, key)``
+Record = tuple[int, str]
 BASELINE = 0  # the scope id of the baseline; scopes get 1, 2, ...
 
 
@@ -189,10 +191,15 @@ class Backend(Reads, Protocol):
 
     def snapshots(self) -> list[int]: ...
 
-    def prune(self, boundary: int, snapshots: Sequence[int]) -> int:
-        """Keep exactly ``snapshots`` below ``boundary``; remove every row version no kept commit (nor any
-        commit from ``boundary`` on) reads, baseline tombstones with nothing older, and the deltas of
-        commits below ``boundary``. Returns how many row versions went."""
+    def move_boundary(self, boundary: int, snapshots: Sequence[int]) -> None:
+        """In one transaction: keep exactly ``snapshots`` below ``boundary``, drop the deltas of the commits
+        below it, record it. From then on nothing below it is read but at a kept snapshot."""
+
+    def prune(self, boundary: int, after: Record | None, records: int) -> tuple[int, Record | None]:
+        """In one transaction, over the next ``records`` records ``(scope, key)`` after ``after`` (from the
+        first when None) in key order: remove every row version no kept commit (nor any commit from
+        ``boundary`` on) reads, then baseline tombstones with nothing older. Returns how many row versions
+        went and the last record it covered (None: no record was left after ``after``)."""
 
     def reclaim(self) -> None:
         """Return freed space to the file system, so removed versions are gone from disk."""

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 from retain.clock import format_rfc3339, utc_now
@@ -34,14 +35,18 @@ from retain.logd.schema import Schema
 from retain.logd.settings import Settings
 from retain.logd.postgres import PostgresBackend, is_postgres_url
 from retain.logd.sqlite import SqliteBackend
+from retain.logd.steps import Step, drive
 from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest, Reads
 from retain.logd.view import View, list_items, read_value
 from retain.wire import check_author, from_plain, to_plain
 
-__all__ = ["Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written", "delta_for"]
+__all__ = ["PRUNE_RECORDS", "Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written", "delta_for"]
 
 Clock = Callable[[], datetime]
 log = logging.getLogger(__name__)
+
+#: records (a key in a scope, with all its versions) one step of a compaction prunes
+PRUNE_RECORDS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +196,27 @@ class Store:
     # -- history --------------------------------------------------------------------------------
 
     def compact(self, now: datetime | None = None) -> Compaction:
-        """Fold history older than ``compaction.cutoff`` into the kept snapshots; honour the horizon."""
+        """Fold history older than ``compaction.cutoff`` into the kept snapshots; honour the horizon. Every
+        step of :meth:`compaction` here, one after the other."""
+        return drive(self.compaction(now))
+
+    def compaction(self, now: datetime | None = None) -> Generator[Step, Any, Compaction]:
+        """:meth:`compact` as steps, each one transaction on the writer, so that a server runs other
+        clients' requests between them: first the new boundary and snapshots (from then on nothing below
+        the boundary is read but at a kept snapshot), then the versions no kept commit reads removed
+        :data:`PRUNE_RECORDS` records at a time, then the space reclaimed. Steps cut short (a failure, a
+        restart) leave versions no read can reach; the next compaction removes them."""
+        boundary, snapshots = yield Step(partial(self._move_boundary, now), writes=True)
+        removed, after = 0, None
+        while True:
+            pruned, after = yield Step(partial(self.backend.prune, boundary, after, PRUNE_RECORDS), writes=True)
+            removed += pruned
+            if after is None:
+                break
+        yield Step(self.backend.reclaim, writes=True)
+        return Compaction(boundary, tuple(snapshots), removed)
+
+    def _move_boundary(self, now: datetime | None) -> tuple[int, list[int]]:
         now_s = (now or self.clock()).timestamp()
         self._revalidate()
         head = self.head
@@ -201,10 +226,9 @@ class Store:
         picks = [pick for every, since in history.tier_windows(self.settings.tiers, now_s, horizon)
                  for pick in self.backend.last_per_bucket(new, since, every)]
         snapshots = history.choose_snapshots(picks, self._snapshots, self._boundary, new)
-        removed = self.backend.prune(new, snapshots)
-        self.backend.reclaim()
+        self.backend.move_boundary(new, snapshots)
         self._boundary, self._snapshots = new, snapshots
-        return Compaction(new, tuple(snapshots), removed)
+        return new, snapshots
 
     def readable(self, at: int | None, head: int | None = None) -> int:
         """The commit a read at ``at`` runs at (the head when None), if history still serves it; ``head``: the

@@ -11,11 +11,13 @@ Where the server has tokens, the connection's :class:`Context` carries the calle
 permission (:data:`PERMISSION`; ``schema`` with ``set`` needs ``admin``, reading it ``read``)
 and an ``author`` the request names must match one of the token's patterns.
 
-``retain`` (seed 004, :mod:`retain.logd.retain`) is answered in steps (:data:`STAGED`): a read,
-then one commit per batch. :func:`handle` runs them in place, one after the other; logd's
-server runs them itself (:func:`staged`, :func:`steps`), the read beside its writer and each
-batch on the writer behind whatever other clients sent meanwhile -- while the connection's
-own later requests wait for the answer, so a read pipelined behind it sees all its deletes.
+``retain`` (seed 004, :mod:`retain.logd.retain`) and ``compact`` are answered in steps
+(:data:`STAGED`, :mod:`retain.logd.steps`): a retain's read, then one commit per batch; a
+compaction's new boundary, then its pruning a range of records at a time. :func:`handle` runs
+them in place, one after the other; logd's server runs them itself (:func:`staged`,
+:func:`steps`), reads beside its writer and each unit of writing on the writer behind whatever
+other clients sent meanwhile -- while the connection's own later requests wait for the answer,
+so a read pipelined behind it sees all it did.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from retain.clock import parse_rfc3339
 from retain.errors import InvalidRequest, Unsupported
 from retain.logd.limits import check_request
 from retain.logd.paths import ROOT, Path, parse
-from retain.logd.retain import Step, drive, retain_pass
+from retain.logd.retain import retain_pass
+from retain.logd.steps import Step, drive
 from retain.logd.store import Delta, Session, Store
 from retain.wire import Format, Token, answer_result, parse_request
 
@@ -196,7 +199,7 @@ def _drop(context: Context, body: dict[str, Any]) -> dict[str, Any]:
     return {"scope": body["scope"]}
 
 
-def _compact(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+def _compact_steps(context: Context, body: dict[str, Any]) -> Steps:
     _fields("compact", body, ("now",))
     now = None
     if "now" in body:
@@ -204,8 +207,12 @@ def _compact(context: Context, body: dict[str, Any]) -> dict[str, Any]:
         if now is None:
             raise InvalidRequest(f"now must be an RFC 3339 time with a zone, such as 2026-09-12T08:00:00Z "
                                  f"(got {body['now']!r})")
-    done = context.store.compact(now)
+    done = yield from context.store.compaction(now)
     return {"boundary": done.boundary, "snapshots": list(done.snapshots), "removed": done.removed}
+
+
+def _compact(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    return drive(_compact_steps(context, body))  # in place: every step here, one after the other
 
 
 def _retain_steps(context: Context, body: dict[str, Any]) -> Steps:
@@ -219,7 +226,7 @@ def _retain(context: Context, body: dict[str, Any]) -> dict[str, Any]:
 
 
 #: verb -> its steps, for the verbs a server runs in steps of its own.
-STAGED: dict[str, Staged] = {"retain": _retain_steps}
+STAGED: dict[str, Staged] = {"retain": _retain_steps, "compact": _compact_steps}
 
 
 #: verb -> handler.
