@@ -479,16 +479,38 @@ class PostgresBackend(_Reads):
     def absent(self, scope: int, keys: Sequence[str], at: int) -> bool:
         if not keys:
             return True
-        db = self._conn()
         first, last = min(keys), max(keys)
-        if db.execute(f"SELECT 1 FROM nodes WHERE {_scopes(scope)} AND key >= %s AND key < %s AND rev <= %s LIMIT 1",
-                      (first, last + _AFTER_SEP, at)).fetchone() is None:
-            return True
-        found = db.execute(
+        if self._conn().execute(f"SELECT 1 FROM nodes WHERE {_scopes(scope)} AND key >= %s AND key < %s "
+                                "AND rev <= %s LIMIT 1", (first, last + _AFTER_SEP, at)).fetchone() is None:
+            return True  # new keys often come after every key there is (a producer's next ids)
+        return self._each_absent(scope, keys, at)
+
+    def _each_absent(self, scope: int, keys: Sequence[str], at: int) -> bool:
+        """absent() key by key: one index range per key."""
+        found = self._conn().execute(
             f"SELECT 1 FROM unnest(%s::text[]) AS b(k) JOIN nodes AS n ON {_scopes(scope, 'n.')} "
             "AND n.key >= (b.k COLLATE \"C\") AND n.key < ((b.k || chr(32)) COLLATE \"C\") AND n.rev <= %s LIMIT 1",
             (list(keys), at)).fetchone()
         return found is None
+
+    @_translated
+    def latest_absent(self, scope: int, parents: Sequence[str], keys: Sequence[str],
+                      at: int) -> tuple[list[Row | None], bool]:
+        if len(parents) != 1 or not keys:  # records under several parents: rare, read as they come
+            return [self.latest(scope, parent, at) for parent in parents], self.absent(scope, keys, at)
+        # One statement, one execute: the parent's newest version and beside it absent()'s first probe, one key
+        # range over every key. Against the two statements it halves the time of these reads (an unnest over
+        # the parents cost the server half again as much as the two).
+        first, last = min(keys), max(keys)
+        row = self._conn().execute(
+            "SELECT n.kind, n.value, (SELECT 1 FROM nodes WHERE "
+            f"{_scopes(scope)} AND key >= %(first)s AND key < %(last)s AND rev <= %(at)s LIMIT 1) IS NULL "
+            "FROM (VALUES (1)) AS one LEFT JOIN (SELECT kind, value FROM nodes WHERE scope = %(scope)s "
+            "AND key = %(parent)s AND rev <= %(at)s ORDER BY rev DESC LIMIT 1) AS n ON true",
+            {"scope": scope, "parent": parents[0], "first": first, "last": last + _AFTER_SEP, "at": at}).fetchone()
+        assert row is not None, "one row, from VALUES"
+        kind, value, clear = row
+        return [None if kind is None else Row(parents[0], kind, value)], clear or self._each_absent(scope, keys, at)
 
     @_translated
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
