@@ -19,6 +19,7 @@ from retain.logd.settings import Settings, Tier
 from retain.logd.postgres import PostgresBackend
 from tests.helpers.logd import START, FakeClock
 from tests.helpers.postgres import raw_scalar
+from tests.helpers.waiting import wait_for
 
 HOURLY_THEN_DAILY = (Tier(timedelta(hours=1), timedelta(days=1)), Tier(timedelta(days=1), timedelta(days=30)))
 TEN_MINUTES = timedelta(minutes=10)
@@ -148,12 +149,13 @@ class TestCompactionInSteps:
                 clock.advance(timedelta(hours=2))
                 with Client(served.address) as admin, Client(served.address, author="other") as other:
                     admin.send({"compact": {}})
+                    wait_for(lambda: "move_boundary" in events, "the compaction to start")
                     patched = other.patch([{"set": "other", "value": 1}]).commit
                     assert admin.receive()["result"]["compact"]["removed"] > 0
-                if "prune" in events[events.index(f"commit {patched}"):]:
+                at = events.index(f"commit {patched}")
+                if "prune" in events[at:]:
                     break
         store.close()
-        at = events.index(f"commit {patched}")
         assert "move_boundary" in events[:at] and "prune" in events[at:]
 
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retain.logd import Store
+from retain.logd import Store, run_retain
 from retain.logd.postgres import _flat_fields
 from tests.logd.test_sqlite_items import NOW, RACES, check_guards, select_both
 from tests.strategies import retain_scenes
@@ -59,3 +59,17 @@ def test_guard_agrees_with_the_precondition(empty_database, scene, races, data):
     general path asserts (the match, with the stamp read) holds of it."""
     with Store.open(empty_database()) as store:
         check_guards(store, scene, races, data)
+
+
+def test_a_nul_in_a_value_goes_the_general_way(store):
+    """A value holding \\u0000 (jsonb refuses it) in an item or beneath one: the pass answers as the pure
+    selection does, on both backends (PostgreSQL's selection hands such a rule to the general path)."""
+    old = "2026-09-10T08:00:00Z"
+    store.session().patch([{"set": "jobs", "value": {"j1": {"updatedAt": old, "note": "a\x00b"},
+                                                    "j2": {"updatedAt": old},
+                                                    "j3": {"updatedAt": old, "timing": {"at": "\x00"}},
+                                                    "j4": {"updatedAt": "\x00"}}}])
+    result = run_retain(store.session(), {"now": NOW, "what": [{"path": "jobs.*", "age": ".updatedAt",
+                                                               "after": "1d"}]})
+    assert (result.rules[0].deleted, result.rules[0].unreadable) == (3, 1)
+    assert list(store.session().list("jobs.*").items) == ["j4"]

@@ -2,14 +2,15 @@
 
 :func:`new_records` reads a patch whose every op sets a map at a path of names
 (``{set: jobs.j7, value: {...}}``) straight from its wire form: one match and one split per path, no
-path objects. Inside the commit's transaction :func:`plan_bulk` then decides with one read of each
-parent and one :meth:`~retain.logd.storage.Backend.absent` read for all the places whether the patch
+path objects. Inside the commit's transaction :func:`plan_bulk` then decides with one read of the parents
+and all the places (:meth:`~retain.logd.storage.Backend.latest_absent`; in a scope the parents as the view
+reads them, then one :meth:`~retain.logd.storage.Backend.absent` read) whether the patch
 is only new records: each under a map record that exists and holds no leaf of that name, no two ops
 on one place or one inside another, no schema rule reaching any of them, no record ever written at
 any of those places. Then a draft has nothing to find -- no subtree to clear, no parent to rewrite,
 no constraint to check: each value is its records' rows as they are (a map per record, its scalars
 and lists its leaves, in the order given), the delta is one text built once, and the backend writes
-the rows with one ``executemany``.
+the rows as they are.
 
 Anything else goes the general way (:class:`~retain.logd.draft.Draft`), which answers exactly as it
 always did, refusals included; a bulk patch commits the rows and the delta the draft would.
@@ -26,13 +27,15 @@ from retain.errors import InvalidRequest
 from retain.logd.ops import Op, Set
 from retain.logd.paths import MAX_PATH, NAMES, ROOT, is_key, parse
 from retain.logd.schema import Schema
-from retain.logd.storage import MAP, SEP, Row
-from retain.logd.view import View, check_data, dumps, leaves
+from retain.logd.storage import BASELINE, MAP, SEP, Row
+from retain.logd.view import View, check_data, dumps, leaves, visible
 
 __all__ = ["Bulk", "NewRecords", "as_ops", "new_records", "plan_bulk"]
 
 #: ``(path text, map)`` per op, in order
 NewRecords = list[tuple[str, dict[str, Any]]]
+#: :meth:`~retain.logd.storage.Backend.latest_absent`: ``(scope, parents, keys, at) -> (rows, absent)``
+LatestAbsent = Callable[[int, Sequence[str], Sequence[str], int], tuple[list[Row | None], bool]]
 _LEAVES = (str, int, bool, type(None))
 _NAMES_SEEN: set[str] = set()  # child names already found to be keys (status, updatedAt, ...): checked once
 _NAMES_KEPT = 4096
@@ -66,11 +69,12 @@ def as_ops(records: NewRecords) -> tuple[Op, ...]:
     return tuple(Set(parse(text), value) for text, value in records)
 
 
-def plan_bulk(view: View, schema: Schema, records: NewRecords, absent: Callable[[list[str]], bool], *,
+def plan_bulk(view: View, schema: Schema, records: NewRecords, latest_absent: LatestAbsent, *,
               applied: bool = True) -> Bulk | None:
     """The patch as new records' rows, or None when it must go the general way.
 
-    ``absent(keys)`` says whether no record was ever written in any of those keys' subtrees (in the view's
+    ``latest_absent`` is the backend's :meth:`~retain.logd.storage.Backend.latest_absent`: the parents'
+    newest versions, and whether no record was ever written in any of the new keys' subtrees (in the view's
     scope or the baseline), at the commit ``view`` reads. Without ``applied`` the delta is its text alone
     (nobody listens for its ops).
     """
@@ -90,8 +94,9 @@ def plan_bulk(view: View, schema: Schema, records: NewRecords, absent: Callable[
     places = {text for text, _ in records}
     if len(places) != len(records) or any(place in places for parent in parents for place in _up_to(parent)):
         return None  # two ops on one place, or one inside another's: the draft orders them
-    for parent, names in parents.items():
-        row = view.row(SEP + parent.replace(".", SEP) if parent else "")
+    found, absent = _parents_and_absent(view, latest_absent, [SEP + parent.replace(".", SEP) if parent else ""
+                                                               for parent in parents], keys)
+    for names, row in zip(parents.values(), found):
         if row is None or row.kind != MAP or not names.isdisjoint(leaves(row)):
             return None  # no map there, or a leaf of that name to replace
     rows: list[Row] = []
@@ -102,10 +107,21 @@ def plan_bulk(view: View, schema: Schema, records: NewRecords, absent: Callable[
             return None  # a value the tree cannot hold: the draft says why
         own, flat = written
         pieces.append(f'{{"set":"{text}","value":{own if flat else dumps(value)}}}')
-    if not absent(keys):
+    if not absent:
         return None
     ops = [{"set": text, "value": value} for text, value in records] if applied else []
     return Bulk(rows, ops, "[" + ",".join(pieces) + "]")
+
+
+def _parents_and_absent(view: View, latest_absent: LatestAbsent, parents: list[str],
+                        keys: list[str]) -> tuple[list[Row | None], bool]:
+    """The record ``view`` sees at each parent key, and whether the new keys are absent: in the baseline one
+    read (a round trip to a database server saved per patch)."""
+    if view.scope == BASELINE:
+        latest, absent = latest_absent(BASELINE, parents, keys, view.at)
+        return [visible(key, row) for key, row in zip(parents, latest)], absent
+    # A scope's view of a record reads the baseline's version and the ancestors' too: the view reads those.
+    return [view.row(key) for key in parents], latest_absent(view.scope, (), keys, view.at)[1]
 
 
 def _up_to(path: str) -> list[str]:

@@ -23,14 +23,22 @@ the commit log from the last commit it published -- the log is the truth, a noti
 says when to look, so one lost loses nothing.
 
 A retain rule's selection reads, page by page on a snapshot, of each item of the container only
-its stamp's text (``value::jsonb ->> age``, when a string) and whether the match holds (jsonb
-equality of each named leaf with the pattern), and reads the stamp in Python with the function the
-pure selection uses (:func:`retain.clock.parse_rfc3339`, each distinct text once), so the answer
-is the pure one by construction. A batch's guard and tombstones are one ``INSERT ... SELECT ...
-RETURNING`` probing the index once per item (``LATERAL``), whose rows say whether every item's guard
-held, and one more for the records beneath the items. A rule that reads deeper than the item's own
-leaves (an age of several names, a map or list in the match) takes the general path
-(:meth:`select_items` answers None), as do numbers past 2**53 in a match.
+its stamp's text (``value::jsonb ->> age``, when a string; each value cast once) and whether the match
+holds (jsonb equality of each named leaf with the pattern), streamed in chunks so that Python reads one
+while the server makes the next, and reads the stamp in Python with the function the pure selection
+uses (:func:`retain.clock.parse_rfc3339`, each distinct text once), so the answer is the pure one by
+construction. A batch's guard and tombstones are one statement: an ``INSERT ... SELECT ... RETURNING``
+probing the index once per item (``LATERAL``), whose count says whether every item's guard held, and,
+in the same statement, the tombstones of the records beneath the items it tombstoned. A rule that reads
+deeper than the item's own leaves (an age of several names, a map or list in the match) takes the
+general path (:meth:`select_items` answers None), as do numbers past 2**53 in a match.
+
+A write is few executes, because each costs psycopg some 30-40 us of Python and a socket send besides the
+server's work: the head lock is one message (``BEGIN; SELECT ... FOR UPDATE``), a patch of new records
+reads its parent and whether its keys are new in one statement (:meth:`PostgresBackend.latest_absent`),
+and a commit's rows, log entry, head and notification are one statement, then ``COMMIT``: four, as many
+as a raw insert of a document and a history row in a transaction. Connections run with JIT off (see
+:func:`_connected`).
 
 Every psycopg error becomes a :class:`~retain.errors.StorageError`; a lost connection (the
 server restarted, the network went) :class:`~retain.errors.StorageUnavailable` (``unavailable``
@@ -69,8 +77,15 @@ SCHEMA_VERSION = 1
 CHANNEL = "logd_commit"
 _AFTER_SEP = chr(ord(SEP) + 1)
 _PAGE = 20000  # records one selection page reads at most
-_COPY_FROM = 64  # rows from which a write goes by COPY rather than one INSERT each
+_COPY_FROM = 64  # rows from which a write goes by COPY rather than inside the commit's statement
 _EXACT = 2 ** 53
+# Closes a subquery that casts ``value`` to jsonb: OFFSET 0 keeps the planner from pulling the subquery up into
+# the query around it, which would copy the cast into every expression that reads it (the stamp's type, its
+# text, each match term): three casts per row instead of one, some 60% of a selection page's time.
+_ONCE = "OFFSET 0"
+
+_CHUNK = 2000  # rows a selection page streams in at a time
+_CHUNKED = psycopg.pq.version() >= 170000  # libpq streams chunks of rows from version 17 on
 _INSTANTS = 65536  # distinct stamps a selection keeps read (most containers repeat few)
 _LISTEN_STEP = 0.1  # seconds a follower waits for a notification before it looks whether it is closing
 
@@ -89,6 +104,21 @@ CREATE TABLE head (one boolean PRIMARY KEY DEFAULT true CHECK (one), number bigi
                    time double precision NOT NULL, generation bigint NOT NULL);
 INSERT INTO head (number, time, generation) VALUES (0, 0, 0);
 """,)
+
+# A commit's rows (unless COPY wrote them), its log entry, the head and the notification: one statement, so
+# one execute and one round trip. Each execute costs some 30-40 us of psycopg's Python beside the server's work:
+# against a pipeline of four statements this saved about a third of a single-item patch's write. The row arrays go
+# in binary (``%(...)b``): psycopg escapes each element of a text array with a regular expression, which cost
+# some 40 us of a single-item patch; the binary form copies them as they are (a JSON text of the rows was
+# measured too: no cheaper in Python, dearer on the server).
+_APPEND_COMMIT = (
+    "WITH written AS (INSERT INTO nodes (scope, key, rev, kind, value) "
+    "SELECT %(scope)s, r.key, %(number)s, r.kind, r.value "
+    "FROM unnest(%(keys)b::text[], %(kinds)b::smallint[], %(values)b::text[]) AS r(key, kind, value)), "
+    "logged AS (INSERT INTO commits (number, time, author, scope, ops) "
+    "VALUES (%(number)s, %(time)s, %(author)s, %(scope)s, %(ops)s)), "
+    "moved AS (UPDATE head SET number = %(number)s, time = %(time)s, generation = generation + %(bump)s) "
+    "SELECT pg_notify(%(channel)s, %(told)s)")
 
 # One prune step's records, its versions and its tombstones: as SQLite's (retain.logd.sqlite).
 _PRUNE_UPTO = """
@@ -109,6 +139,13 @@ _PRUNE_TOMBSTONES = f"""
 DELETE FROM nodes WHERE {_IN_STEP} AND scope = 0 AND kind = 0 AND rev < %(boundary)s
   AND NOT EXISTS (SELECT 1 FROM nodes o WHERE o.scope = 0 AND o.key = nodes.key AND o.rev < nodes.rev)
 """
+
+
+def _holds_nul(value: str) -> str:
+    """Whether the JSON text ``value`` holds the escape \\u0000, which jsonb refuses ("cannot be converted to
+    text"). So may an escaped backslash before "u0000": that only sends the rule to the general path, which
+    answers the same."""
+    return f"strpos({value}, '\\u0000') > 0"
 
 
 def is_postgres_url(target: str) -> bool:
@@ -160,6 +197,22 @@ def _translated_iter(method: Callable[..., Iterator[_T]]) -> Callable[..., Itera
         except psycopg.Error as exc:
             raise _storage_error(exc) from exc
     return wrapper
+
+
+def _connected(url: str, timeout: float) -> psycopg.Connection[Any]:
+    """A connection for the backend's statements, JIT compilation off.
+
+    The planner guesses a thousand rows for every key range a LATERAL probes (a retain batch's records
+    beneath its items: usually none), so a batch of 10,000 items costs past ``jit_above_cost`` and PostgreSQL
+    compiled the statement first: 80-130 ms of JIT against some 20 ms of work. No statement here runs long
+    enough for compiled code to pay back."""
+    db = psycopg.connect(url, autocommit=True, connect_timeout=int(max(1, timeout)))
+    try:
+        db.execute("SET jit = off")
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def _scopes(scope: int, table: str = "") -> str:
@@ -218,42 +271,61 @@ class _Reads:
         # page by page in key order; of each item (a direct child) the stamp's text when it is a string, and
         # whether the match holds (jsonb equality, as the guard says it). The stamp is read in Python, by the
         # function the pure selection uses (each distinct text once).
+        # Only an item's own record is cast (never the records beneath it), and never one holding \u0000, which
+        # jsonb refuses: such an item is flagged instead, and the general path answers the rule.
         matched, params = _match_sql(test, "j")
+        item = f"kind = 1 AND strpos(substr(key, %(cut)s), chr(31)) = 0"
         query = ("SELECT key, kind, CASE WHEN jsonb_typeof(j -> %(age)s) = 'string' THEN j ->> %(age)s END, "
-                 f"{matched} FROM (SELECT key, kind, CASE WHEN kind = 1 THEN value::jsonb END AS j FROM ("
+                 f"{matched}, nul FROM (SELECT key, kind, CASE WHEN {item} AND NOT {_holds_nul('value')} THEN value::jsonb "
+                 f"END AS j, {item} AND {_holds_nul('value')} AS nul FROM ("
                  f"SELECT DISTINCT ON (key) key, kind, value FROM nodes WHERE {_scopes(scope)} AND key > %(after)s "
-                 "AND key < %(end)s AND rev <= %(at)s ORDER BY key, scope DESC, rev DESC LIMIT %(page)s) AS v) AS w")
-        params |= {"at": at, "age": test.age[0]}
+                 f"AND key < %(end)s AND rev <= %(at)s ORDER BY key, scope DESC, rev DESC LIMIT %(page)s) AS v "
+                 f"{_ONCE}) AS w")
+        params |= {"at": at, "age": test.age[0], "cut": len(container) + 2}
         expired: list[tuple[str, str]] = []
         unreadable = records = 0
         after, end, cut = container + SEP, container + _AFTER_SEP, len(container) + 1
         instants: dict[str, datetime | None] = {}
-        while records < limit:
-            page = min(_PAGE, limit - records)
-            rows = self._conn().execute(query, params | {"after": after, "end": end, "page": page}).fetchall()
-            for key, kind, stamp, holds in rows:
-                if kind == 0:
-                    continue
-                records += 1
-                name = key[cut:]
-                if SEP in name:
-                    continue  # a record beneath an item: counted against the budget, no item
-                if stamp is None:
-                    unreadable += 1
-                    continue
-                if stamp not in instants:
-                    if len(instants) >= _INSTANTS:
-                        instants.clear()  # stamps that all differ: the cache only costs memory
-                    instants[stamp] = parse_rfc3339(stamp)
-                stamped = instants[stamp]
-                if stamped is None:
-                    unreadable += 1
-                elif cutoff is not None and stamped <= cutoff and holds:
-                    expired.append((name, stamp))
-            if len(rows) < page:
-                break
-            after = rows[-1][0]
+        with self._conn().cursor() as cursor:
+            while records < limit:
+                page = min(_PAGE, limit - records)
+                read, last = 0, after
+                for key, kind, stamp, holds, nul in _streamed(cursor, query, params | {"after": after, "end": end,
+                                                                                         "page": page}):
+                    read, last = read + 1, key
+                    if nul:
+                        return None
+                    if kind == 0:
+                        continue
+                    records += 1
+                    name = key[cut:]
+                    if SEP in name:
+                        continue  # a record beneath an item: counted against the budget, no item
+                    if stamp is None:
+                        unreadable += 1
+                        continue
+                    if stamp not in instants:
+                        if len(instants) >= _INSTANTS:
+                            instants.clear()  # stamps that all differ: the cache only costs memory
+                        instants[stamp] = parse_rfc3339(stamp)
+                    stamped = instants[stamp]
+                    if stamped is None:
+                        unreadable += 1
+                    elif cutoff is not None and stamped <= cutoff and holds:
+                        expired.append((name, stamp))
+                if read < page:
+                    break
+                after = last
         return Selected(Selection(tuple(expired), unreadable), records)
+
+
+def _streamed(cursor: psycopg.Cursor[Any], query: str, params: dict[str, Any]) -> Iterable[tuple[Any, ...]]:
+    """The rows of ``query``, in chunks as the server sends them where libpq can (17 and later): Python reads
+    one chunk while the server makes the next, on two cores at once, instead of waiting for the whole result
+    and then leaving the server idle. An older libpq gives the whole result at once."""
+    if _CHUNKED:
+        return cursor.stream(query, params, size=_CHUNK)
+    return cursor.execute(query, params).fetchall()
 
 
 def _flat_fields(test: ItemTest) -> list[str] | None:
@@ -342,7 +414,7 @@ class PostgresBackend(_Reads):
 
     def _connect(self) -> psycopg.Connection[Any]:
         try:
-            return psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(1, self._timeout)))
+            return _connected(self.url, self._timeout)
         except psycopg.Error as exc:
             raise _storage_error(exc) from exc
 
@@ -363,10 +435,11 @@ class PostgresBackend(_Reads):
         with self._lock:
             try:
                 db = self._conn()
-                with db.pipeline():  # one round trip: begin, then queue on the head row
-                    db.execute("BEGIN")
-                    self._in_transaction = True
-                    locked = db.execute("SELECT number, time, generation FROM head FOR UPDATE")
+                self._in_transaction = True
+                # One message, both statements (the simple query protocol takes several): one round trip and
+                # one execute -- a pipeline's bookkeeping in Python cost more than the round trip it saved.
+                locked = db.execute("BEGIN; SELECT number, time, generation FROM head FOR UPDATE")
+                locked.nextset()
                 row = locked.fetchone()
                 assert row is not None, "the head row is made with the tables"
                 self._head = (int(row[0]), float(row[1]))
@@ -416,76 +489,97 @@ class PostgresBackend(_Reads):
         db = self._conn()
         scope, number = record.scope, record.number
         rows = rows if isinstance(rows, list) else list(rows)
-        with db.cursor() as cursor:
-            if len(rows) >= _COPY_FROM:  # COPY cannot be pipelined: it goes first, on its own
-                with cursor.copy("COPY nodes (scope, key, rev, kind, value) FROM STDIN") as copy:
-                    for row in rows:
-                        copy.write_row((scope, row.key, number, row.kind, row.value))
-        with db.cursor() as cursor, db.pipeline():  # the statements go in one round trip
-            if 0 < len(rows) < _COPY_FROM:
-                cursor.executemany("INSERT INTO nodes (scope, key, rev, kind, value) VALUES (%s, %s, %s, %s, %s)",
-                                   [(scope, row.key, number, row.kind, row.value) for row in rows])
-            delta = record.delta
-            if delta is None:
-                delta = json.dumps(list(record.ops or ()), separators=(",", ":"))
-            cursor.execute("INSERT INTO commits (number, time, author, scope, ops) VALUES (%s, %s, %s, %s, %s)",
-                           (number, record.time, record.author, scope, delta))
-            for name, value in (meta or {}).items():
-                cursor.execute("INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE "
-                               "SET value = excluded.value", (name, value))
-            cursor.execute("UPDATE head SET number = %s, time = %s, generation = generation + %s",
-                           (number, record.time, 1 if meta else 0))
-            if meta and self._generation is not None:
-                self._generation += 1
-            cursor.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(number)))
+        copied = len(rows) >= _COPY_FROM
+        if copied:
+            with db.cursor() as cursor, cursor.copy("COPY nodes (scope, key, rev, kind, value) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row((scope, row.key, number, row.kind, row.value))
+        for name, value in (meta or {}).items():
+            db.execute("INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE "
+                       "SET value = excluded.value", (name, value))
+        delta = record.delta
+        if delta is None:
+            delta = json.dumps(list(record.ops or ()), separators=(",", ":"))
+        inline = () if copied else rows
+        db.execute(_APPEND_COMMIT, {
+            "scope": scope, "number": number, "time": record.time, "author": record.author, "ops": delta,
+            "keys": [row.key for row in inline], "kinds": [row.kind for row in inline],
+            "values": [row.value for row in inline], "bump": 1 if meta else 0, "channel": CHANNEL,
+            "told": str(number)})
+        if meta and self._generation is not None:
+            self._generation += 1
         self._head = (number, record.time)
 
     @_translated
     def absent(self, scope: int, keys: Sequence[str], at: int) -> bool:
         if not keys:
             return True
-        db = self._conn()
         first, last = min(keys), max(keys)
-        if db.execute(f"SELECT 1 FROM nodes WHERE {_scopes(scope)} AND key >= %s AND key < %s AND rev <= %s LIMIT 1",
-                      (first, last + _AFTER_SEP, at)).fetchone() is None:
-            return True
-        found = db.execute(
+        if self._conn().execute(f"SELECT 1 FROM nodes WHERE {_scopes(scope)} AND key >= %s AND key < %s "
+                                "AND rev <= %s LIMIT 1", (first, last + _AFTER_SEP, at)).fetchone() is None:
+            return True  # new keys often come after every key there is (a producer's next ids)
+        return self._each_absent(scope, keys, at)
+
+    def _each_absent(self, scope: int, keys: Sequence[str], at: int) -> bool:
+        """absent() key by key: one index range per key."""
+        found = self._conn().execute(
             f"SELECT 1 FROM unnest(%s::text[]) AS b(k) JOIN nodes AS n ON {_scopes(scope, 'n.')} "
             "AND n.key >= (b.k COLLATE \"C\") AND n.key < ((b.k || chr(32)) COLLATE \"C\") AND n.rev <= %s LIMIT 1",
             (list(keys), at)).fetchone()
         return found is None
 
     @_translated
+    def latest_absent(self, scope: int, parents: Sequence[str], keys: Sequence[str],
+                      at: int) -> tuple[list[Row | None], bool]:
+        if len(parents) != 1 or not keys:  # records under several parents: rare, read as they come
+            return [self.latest(scope, parent, at) for parent in parents], self.absent(scope, keys, at)
+        # One statement, one execute: the parent's newest version and beside it absent()'s first probe, one key
+        # range over every key. Against the two statements it halves the time of these reads (an unnest over
+        # the parents cost the server half again as much as the two).
+        first, last = min(keys), max(keys)
+        row = self._conn().execute(
+            "SELECT n.kind, n.value, (SELECT 1 FROM nodes WHERE "
+            f"{_scopes(scope)} AND key >= %(first)s AND key < %(last)s AND rev <= %(at)s LIMIT 1) IS NULL "
+            "FROM (VALUES (1)) AS one LEFT JOIN (SELECT kind, value FROM nodes WHERE scope = %(scope)s "
+            "AND key = %(parent)s AND rev <= %(at)s ORDER BY rev DESC LIMIT 1) AS n ON true",
+            {"scope": scope, "parent": parents[0], "first": first, "last": last + _AFTER_SEP, "at": at}).fetchone()
+        assert row is not None, "one row, from VALUES"
+        kind, value, clear = row
+        return [None if kind is None else Row(parents[0], kind, value)], clear or self._each_absent(scope, keys, at)
+
+    @_translated
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
                      at: int, rev: int) -> int:
         if _flat_fields(test) is None:
             raise StorageError(f"delete_items: this backend cannot say {test} in SQL; select_items answered None")
-        db = self._conn()
         prefix = container + SEP
-        guard, params = _guard(test, "v.value::jsonb")
-        params |= {"names": [name for name, _ in items], "marks": [mark for _, mark in items], "prefix": prefix,
-                   "at": at, "rev": rev, "scope": scope}
-        # The view's newest version of each item (one index probe per item: LATERAL), its tombstone where it
-        # is a map record and its guard holds.
+        guard, params = _guard(test, "v.j")
+        # Names and marks go as two texts joined by SEP, split by the server: psycopg's dumping of a 10,000-element
+        # list costs some 10 ms of Python. Neither holds SEP: a name is a record's own (SEP joins them into keys),
+        # a mark a stamp the selection parsed as RFC 3339.
+        params |= {"names": SEP.join(name for name, _ in items), "marks": SEP.join(mark for _, mark in items),
+                   "prefix": prefix, "at": at, "rev": rev, "scope": scope}
+        # One statement: the view's newest version of each item (one index probe per item: LATERAL), its tombstone
+        # where it is a map record and its guard holds; then, below each item tombstoned, every record's newest
+        # version unless gone, tombstoned with it (one index range per item). Where some guard failed the caller
+        # rolls the whole back, so the records beneath the items that held need no waiting for the count.
         statement = (
-            "INSERT INTO nodes (scope, key, rev, kind, value) SELECT %(scope)s, v.key, %(rev)s, 0, NULL FROM ("
-            "SELECT n.key, b.mark, n.kind, n.value FROM unnest(%(names)s::text[], %(marks)s::text[]) AS b(name, mark) "
+            "WITH gone AS (INSERT INTO nodes (scope, key, rev, kind, value) SELECT %(scope)s, v.key, %(rev)s, 0, NULL "
+            f"FROM (SELECT n.key, b.mark, n.kind, CASE WHEN n.kind = 1 AND NOT {_holds_nul('n.value')} "
+            "THEN n.value::jsonb END AS j "
+            "FROM unnest(string_to_array(%(names)s, chr(31)), string_to_array(%(marks)s, chr(31))) AS b(name, mark) "
             "CROSS JOIN LATERAL (SELECT key, kind, value FROM nodes "
             f"WHERE {_scopes(scope)} AND key = (%(prefix)s || b.name) COLLATE \"C\" AND rev <= %(at)s "
-            "ORDER BY scope DESC, rev DESC LIMIT 1) AS n) AS v "
-            f"WHERE v.kind = 1 AND {guard} RETURNING key")
-        held = len(db.execute(statement, params).fetchall())
-        if held == len(items):
-            # Every record beneath a deleted item goes with it (the view's newest version of each, unless gone):
-            # one index range per item.
-            db.execute(
-                "INSERT INTO nodes (scope, key, rev, kind, value) SELECT %(scope)s, d.key, %(rev)s, 0, NULL FROM "
-                "unnest(%(names)s::text[]) AS b(name) CROSS JOIN LATERAL (SELECT DISTINCT ON (key) key, kind "
-                f"FROM nodes WHERE {_scopes(scope)} AND key > (%(prefix)s || b.name || chr(31)) COLLATE \"C\" "
-                "AND key < (%(prefix)s || b.name || chr(32)) COLLATE \"C\" AND rev <= %(at)s "
-                "ORDER BY key, scope DESC, rev DESC) AS d WHERE d.kind <> 0",
-                {"names": params["names"], "prefix": prefix, "at": at, "rev": rev, "scope": scope})
-        return held
+            f"ORDER BY scope DESC, rev DESC LIMIT 1) AS n {_ONCE}) AS v "
+            f"WHERE v.kind = 1 AND {guard} RETURNING key), "
+            "beneath AS (INSERT INTO nodes (scope, key, rev, kind, value) SELECT %(scope)s, d.key, %(rev)s, 0, NULL "
+            "FROM gone CROSS JOIN LATERAL (SELECT DISTINCT ON (key) key, kind FROM nodes "
+            f"WHERE {_scopes(scope)} AND key > (gone.key || chr(31)) COLLATE \"C\" "
+            "AND key < (gone.key || chr(32)) COLLATE \"C\" AND rev <= %(at)s "
+            "ORDER BY key, scope DESC, rev DESC) AS d WHERE d.kind <> 0) "
+            "SELECT count(*) FROM gone")
+        counted = self._conn().execute(statement, params).fetchone()
+        return int(counted[0]) if counted else 0
 
     # -- the log, meta, scopes ----------------------------------------------------------------------
 
@@ -615,8 +709,7 @@ class PostgresBackend(_Reads):
         if kept is not None and (kept.closed or kept.broken):
             kept = self._kept.db = None
         try:
-            db = kept if kept is not None else psycopg.connect(self.url, autocommit=True,
-                                                                connect_timeout=int(max(1, self._timeout)))
+            db = kept if kept is not None else _connected(self.url, self._timeout)
         except psycopg.Error as exc:
             raise _storage_error(exc) from exc
         if keep and kept is None:

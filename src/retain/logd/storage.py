@@ -162,6 +162,11 @@ class Backend(Reads, Protocol):
         """Whether no version of any record in the subtrees of ``keys`` exists at or before ``at``, in
         ``scope`` or the baseline: one read that lets a patch of new records skip looking each one up."""
 
+    def latest_absent(self, scope: int, parents: Sequence[str], keys: Sequence[str],
+                      at: int) -> tuple[list[Row | None], bool]:
+        """What a patch of new records reads, in one query where the backend can: :meth:`latest` of each of
+        ``parents`` in ``scope``, and :meth:`absent` of ``keys``."""
+
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
                      at: int, rev: int) -> int:
         """Inside a transaction: tombstone (at ``rev``) every visible record of each item ``(name, mark)`` of

@@ -267,8 +267,7 @@ class Store:
             view = View(self.backend, head, session.scope_id)
             if plain:
                 records: NewRecords = list(ops)  # type: ignore[arg-type]
-                bulk = plan_bulk(view, self.schema, records,
-                                 lambda keys: self.backend.absent(session.scope_id, keys, head),
+                bulk = plan_bulk(view, self.schema, records, self.backend.latest_absent,
                                  applied=bool(self._listeners))
                 if bulk is not None:  # new records only: their rows as they are, the delta's text built once
                     record = CommitRecord(head + 1, max(when, last_time), author or session.author,

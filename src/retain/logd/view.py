@@ -86,6 +86,14 @@ _EMPTY_ROOT = Row("", MAP, "{}")
 _KIND_NAMES = {MAP: "a map", KEYED: "a keyed array"}
 
 
+def visible(key: str, latest: Row | None) -> Row | None:
+    """The record a baseline view sees at ``key`` given its newest version there: none for a tombstone, the
+    empty root where the root was never written."""
+    if latest is None:
+        return _EMPTY_ROOT if key == "" else None
+    return None if latest.kind == GONE else latest
+
+
 class View:
     """The tree as one session sees it at commit ``at``."""
 
@@ -101,10 +109,8 @@ class View:
 
     def row(self, key: str) -> Row | None:
         """The visible record at ``key``, or None."""
-        row = self._latest(key)
+        row = visible(key, self._latest(key))
         if row is None:
-            return _EMPTY_ROOT if key == "" else None
-        if row.kind == GONE:
             return None
         if self.scope != BASELINE:
             # A scope may have removed an ancestor the baseline later wrote under.
