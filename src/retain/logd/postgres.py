@@ -141,13 +141,6 @@ DELETE FROM nodes WHERE {_IN_STEP} AND scope = 0 AND kind = 0 AND rev < %(bounda
 """
 
 
-def _holds_nul(value: str) -> str:
-    """Whether the JSON text ``value`` holds the escape \\u0000, which jsonb refuses ("cannot be converted to
-    text"). So may an escaped backslash before "u0000": that only sends the rule to the general path, which
-    answers the same."""
-    return f"strpos({value}, '\\u0000') > 0"
-
-
 def is_postgres_url(target: str) -> bool:
     """Whether a store target names PostgreSQL (``postgresql://`` or ``postgres://``) rather than a SQLite file."""
     return target.startswith(("postgresql://", "postgres://"))
@@ -271,51 +264,50 @@ class _Reads:
         # page by page in key order; of each item (a direct child) the stamp's text when it is a string, and
         # whether the match holds (jsonb equality, as the guard says it). The stamp is read in Python, by the
         # function the pure selection uses (each distinct text once).
-        # Only an item's own record is cast (never the records beneath it), and never one holding \u0000, which
-        # jsonb refuses: such an item is flagged instead, and the general path answers the rule.
         matched, params = _match_sql(test, "j")
-        item = f"kind = 1 AND strpos(substr(key, %(cut)s), chr(31)) = 0"
         query = ("SELECT key, kind, CASE WHEN jsonb_typeof(j -> %(age)s) = 'string' THEN j ->> %(age)s END, "
-                 f"{matched}, nul FROM (SELECT key, kind, CASE WHEN {item} AND NOT {_holds_nul('value')} THEN value::jsonb "
-                 f"END AS j, {item} AND {_holds_nul('value')} AS nul FROM ("
+                 f"{matched} FROM (SELECT key, kind, CASE WHEN kind = 1 THEN value::jsonb END AS j FROM ("
                  f"SELECT DISTINCT ON (key) key, kind, value FROM nodes WHERE {_scopes(scope)} AND key > %(after)s "
                  f"AND key < %(end)s AND rev <= %(at)s ORDER BY key, scope DESC, rev DESC LIMIT %(page)s) AS v "
                  f"{_ONCE}) AS w")
-        params |= {"at": at, "age": test.age[0], "cut": len(container) + 2}
+        params |= {"at": at, "age": test.age[0]}
         expired: list[tuple[str, str]] = []
         unreadable = records = 0
         after, end, cut = container + SEP, container + _AFTER_SEP, len(container) + 1
         instants: dict[str, datetime | None] = {}
-        with self._conn().cursor() as cursor:
-            while records < limit:
-                page = min(_PAGE, limit - records)
-                read, last = 0, after
-                for key, kind, stamp, holds, nul in _streamed(cursor, query, params | {"after": after, "end": end,
-                                                                                         "page": page}):
-                    read, last = read + 1, key
-                    if nul:
-                        return None
-                    if kind == 0:
-                        continue
-                    records += 1
-                    name = key[cut:]
-                    if SEP in name:
-                        continue  # a record beneath an item: counted against the budget, no item
-                    if stamp is None:
-                        unreadable += 1
-                        continue
-                    if stamp not in instants:
-                        if len(instants) >= _INSTANTS:
-                            instants.clear()  # stamps that all differ: the cache only costs memory
-                        instants[stamp] = parse_rfc3339(stamp)
-                    stamped = instants[stamp]
-                    if stamped is None:
-                        unreadable += 1
-                    elif cutoff is not None and stamped <= cutoff and holds:
-                        expired.append((name, stamp))
-                if read < page:
-                    break
-                after = last
+        db = self._conn()
+        try:
+            # A savepoint: a value holding \u0000, which jsonb refuses, fails the query, not the snapshot.
+            with db.transaction(), db.cursor() as cursor:
+                while records < limit:
+                    page = min(_PAGE, limit - records)
+                    read, last = 0, after
+                    for key, kind, stamp, holds in _streamed(cursor, query, params | {"after": after, "end": end,
+                                                                                        "page": page}):
+                        read, last = read + 1, key
+                        if kind == 0:
+                            continue
+                        records += 1
+                        name = key[cut:]
+                        if SEP in name:
+                            continue  # a record beneath an item: counted against the budget, no item
+                        if stamp is None:
+                            unreadable += 1
+                            continue
+                        if stamp not in instants:
+                            if len(instants) >= _INSTANTS:
+                                instants.clear()  # stamps that all differ: the cache only costs memory
+                            instants[stamp] = parse_rfc3339(stamp)
+                        stamped = instants[stamp]
+                        if stamped is None:
+                            unreadable += 1
+                        elif cutoff is not None and stamped <= cutoff and holds:
+                            expired.append((name, stamp))
+                    if read < page:
+                        break
+                    after = last
+        except psycopg.errors.UntranslatableCharacter:
+            return None  # the general path reads such a container, and answers the same
         return Selected(Selection(tuple(expired), unreadable), records)
 
 
@@ -565,8 +557,7 @@ class PostgresBackend(_Reads):
         # rolls the whole back, so the records beneath the items that held need no waiting for the count.
         statement = (
             "WITH gone AS (INSERT INTO nodes (scope, key, rev, kind, value) SELECT %(scope)s, v.key, %(rev)s, 0, NULL "
-            f"FROM (SELECT n.key, b.mark, n.kind, CASE WHEN n.kind = 1 AND NOT {_holds_nul('n.value')} "
-            "THEN n.value::jsonb END AS j "
+            "FROM (SELECT n.key, b.mark, n.kind, CASE WHEN n.kind = 1 THEN n.value::jsonb END AS j "
             "FROM unnest(string_to_array(%(names)s, chr(31)), string_to_array(%(marks)s, chr(31))) AS b(name, mark) "
             "CROSS JOIN LATERAL (SELECT key, kind, value FROM nodes "
             f"WHERE {_scopes(scope)} AND key = (%(prefix)s || b.name) COLLATE \"C\" AND rev <= %(at)s "
@@ -578,7 +569,14 @@ class PostgresBackend(_Reads):
             "AND key < (gone.key || chr(32)) COLLATE \"C\" AND rev <= %(at)s "
             "ORDER BY key, scope DESC, rev DESC) AS d WHERE d.kind <> 0) "
             "SELECT count(*) FROM gone")
-        counted = self._conn().execute(statement, params).fetchone()
+        db = self._conn()
+        try:
+            with db.transaction():  # a savepoint: the failure below ends the statement, not the commit
+                counted = db.execute(statement, params).fetchone()
+        except psycopg.errors.UntranslatableCharacter:
+            # An item's value now holds \u0000, which jsonb refuses: written since the selection read it (which
+            # would have gone the general way), so its guard does not hold. The caller rolls the batch back.
+            return 0
         return int(counted[0]) if counted else 0
 
     # -- the log, meta, scopes ----------------------------------------------------------------------
