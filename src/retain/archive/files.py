@@ -40,7 +40,8 @@ from retain.archive._boundary import reading_file
 from retain.archive.columns import FILE_SCHEMA, Arrays, Entry, Text, chunk_arrays, entries_of, entries_table
 from retain.ids import StreamId
 
-__all__ = ["FORMAT_VERSION", "ROW_GROUP_ROWS", "EncodedFile", "FileWriter", "encode_runs", "open_parquet", "read_entries",
+__all__ = ["FORMAT_VERSION", "ROW_GROUP_ROWS", "EncodedFile", "FileWriter", "encode_runs", "open_parquet",
+           "read_entries",
            "read_tables", "scan_batches"]
 
 #: the format of the archive: 1 was manifests and segments (:mod:`retain.archive.legacy`), 2 is the table

@@ -63,8 +63,9 @@ def logd() -> None:
 @stop_signals_held()  # Store.open makes the store's threads: they must not take the stop signals
 def serve_command(db: str, listen: str | None, socket_path: str | None, http: str | None, read_budget: int | None,
                   synchronous: str | None, cutoff: str | None, tiers: tuple[str, ...], horizon: str | None,
-                  max_document_bytes: int, max_buffered_bytes: int, limit_texts: tuple[str, ...], tokens_file: str | None,
-                  insecure: bool, tls_cert: str | None, tls_key: str | None, socket_mode: str, log_format: str) -> None:
+                  max_document_bytes: int, max_buffered_bytes: int, limit_texts: tuple[str, ...],
+                  tokens_file: str | None, insecure: bool, tls_cert: str | None, tls_key: str | None, socket_mode: str,
+                  log_format: str) -> None:
     """Serve a store: one writer applies every request in arrival order.
 
     Each connection carries a stream of YAML or JSON documents, each ended

@@ -1,5 +1,6 @@
-"""A logd of its own (a temp SQLite file, or a database on PostgreSQL when given one; a Unix socket), a few hundred jobs and events written to it,
-then aged out by a retain request (seed 004), printed as the seed prints it."""
+"""A logd of its own (a temp SQLite file, or a database on PostgreSQL when given one; a Unix socket), a few
+hundred jobs and events written to it, then aged out by a retain request (seed 004), printed as the seed
+prints it."""
 
 from __future__ import annotations
 

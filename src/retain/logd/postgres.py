@@ -781,8 +781,8 @@ def _problems(db: psycopg.Connection[Any], full: bool) -> list[str]:
         problems.append(f"{past[0]} record versions are past the head commit {head[0]}")
     problems += _undecodable(db, "SELECT 'commit ' || number, ops FROM commits WHERE ops IS NOT NULL",
                              "delta")
-    problems += _undecodable(db, "SELECT 'record ' || quote_literal(substr(replace(key, chr(31), '.'), 2)) || ' at commit ' "
-                                 "|| rev, value FROM nodes WHERE value IS NOT NULL", "value")
+    problems += _undecodable(db, "SELECT 'record ' || quote_literal(substr(replace(key, chr(31), '.'), 2)) "
+                                 "|| ' at commit ' || rev, value FROM nodes WHERE value IS NOT NULL", "value")
     return problems
 
 

@@ -40,7 +40,8 @@ from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, It
 from retain.logd.view import View, list_items, read_value
 from retain.wire import check_author, from_plain, to_plain
 
-__all__ = ["PRUNE_RECORDS", "Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written", "delta_for"]
+__all__ = ["PRUNE_RECORDS", "Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written",
+           "delta_for"]
 
 Clock = Callable[[], datetime]
 log = logging.getLogger(__name__)
