@@ -664,11 +664,11 @@ def _store_tail(item: _Pending, tail: list[Any], archive: Archive, min_entries: 
     """What :func:`_read_stream` does with entries already read: one file of them, or none if too few."""
     if not tail:
         return
-    if not _folds(item, tail, min_entries):
-        item.left = len(tail)  # too few waiting: leave them for a later, larger file
-        return
-    encoded, item.encoded = item.encoded, None
+    encoded, item.encoded = item.encoded, None  # encoded with the beat's others: it folds, decided there
     if encoded is None:
+        if not _folds(item, tail, min_entries):
+            item.left = len(tail)  # too few waiting: leave them for a later, larger file
+            return
         writer = FileWriter(item.key)
         writer.add(tail)
         encoded = writer.finish()
