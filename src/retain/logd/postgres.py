@@ -747,7 +747,7 @@ def check_database(url: str, full: bool = True) -> list[str]:
     the head row against the commit log and, when ``full``, a gapless log, no record version past the head,
     and every commit's delta and every record's value decodable."""
     try:
-        db = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        db = _connected(url, 10)
     except psycopg.Error as exc:
         return [f"cannot connect: {_storage_error(exc)}"]
     with db:
