@@ -23,11 +23,11 @@ Example:
 from __future__ import annotations
 
 import json
-from itertools import accumulate, chain, repeat
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import accumulate, chain, repeat
 from typing import Any
 
 import pyarrow as pa
@@ -41,8 +41,7 @@ from retain.archive.columns import FILE_SCHEMA, Arrays, Entry, Text, chunk_array
 from retain.ids import StreamId
 
 __all__ = ["FORMAT_VERSION", "ROW_GROUP_ROWS", "EncodedFile", "FileWriter", "encode_runs", "open_parquet",
-           "read_entries",
-           "read_tables", "scan_batches"]
+           "read_entries", "read_tables", "scan_batches"]
 
 #: the format of the archive: 1 was manifests and segments (:mod:`retain.archive.legacy`), 2 is the table
 FORMAT_VERSION = 2
