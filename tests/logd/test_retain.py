@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from retain.errors import (InvalidRetain, NotFound, ReadBudgetExceeded, SchemaViolation, StorageError)
 from retain.logd import RetainResult, run_retain
+from retain.logd.draft import record_key
+from retain.logd.paths import parse
 from retain.logd.verbs import Context, handle
 from retain.wire import AutoId, LogdKey, Raw, load
 from tests.helpers.seed004 import JOBS_RULE, NOW, SEED_REQUEST, SEED_RESULT, ago, request, seed_scene
@@ -283,6 +285,22 @@ class TestPrecondition:
         result = run_retain(ops, request(JOBS_RULE, batch=2),
                             before_batch=lambda index, paths: writer.patch([{"set": "other", "value": index}]))
         assert result.deleted == 6 and result.rules[0].skipped == 0
+
+    def test_a_record_written_beneath_an_item_goes_with_it(self, store):
+        """A writer that adds a record beneath an item after the read (its stamp and match untouched): the
+        batch holds, and the item goes whole, the new record with it -- nothing is left under a deleted item."""
+        ops = self.scene(store)
+        writer = store.session()
+
+        def race(index, paths):
+            if str(paths[0]) == "jobs.j0":
+                writer.patch([{"set": "jobs.j1.steps", "value": {"s1": {"ok": True}}}])
+
+        assert run_retain(ops, request(JOBS_RULE, batch=2), before_batch=race).deleted == 6
+        assert ops.list("jobs.*").items == {}
+        # every record the item had, the one written after the read among them, is a tombstone at the head
+        left = [row.key for row in store.backend.scan(0, record_key(parse("jobs.j1")), store.head) if row.kind != 0]
+        assert left == []
 
     def test_a_write_the_rule_would_expire_anyway(self, store):
         """A change that leaves the stamp and the match holding (done -> canceled) does not fail the batch:

@@ -28,8 +28,8 @@ holds (jsonb equality of each named leaf with the pattern), streamed in chunks s
 while the server makes the next, and reads the stamp in Python with the function the pure selection
 uses (:func:`retain.clock.parse_rfc3339`, each distinct text once), so the answer is the pure one by
 construction. A batch's guard and tombstones are one statement: an ``INSERT ... SELECT ... RETURNING``
-probing the index once per item (``LATERAL``), whose count says whether every item's guard held, and,
-in the same statement, the tombstones of the records beneath the items it tombstoned. A rule that reads
+reading one index range per item (``LATERAL``: the item's newest version and those of the records beneath
+it), whose count of items says whether every item's guard held. A rule that reads
 deeper than the item's own leaves (an age of several names, a map or list in the match) takes the
 general path (:meth:`select_items` answers None), as do numbers past 2**53 in a match.
 
@@ -550,25 +550,23 @@ class PostgresBackend(_Reads):
         # list costs some 10 ms of Python. Neither holds SEP: a name is a record's own (SEP joins them into keys),
         # a mark a stamp the selection parsed as RFC 3339.
         params |= {"names": SEP.join(name for name, _ in items), "marks": SEP.join(mark for _, mark in items),
-                   "prefix": prefix, "at": at, "rev": rev, "scope": scope}
-        # One statement: the view's newest version of each item (one index probe per item: LATERAL), its tombstone
-        # where it is a map record and its guard holds; then, below each item tombstoned, every record's newest
-        # version unless gone, tombstoned with it (one index range per item). Where some guard failed the caller
-        # rolls the whole back, so the records beneath the items that held need no waiting for the count.
+                   "prefix": prefix, "at": at, "rev": rev, "scope": scope, "cut": len(prefix) + 1}
+        # One statement, one index range per item (LATERAL): the view's newest version of the item and of every
+        # record beneath it (the range from the item's key to its key and chr(32) holds exactly these). The item is
+        # tombstoned where it is a map record and its guard holds; each record beneath, unless gone, with it. The
+        # count is of items: where some guard failed the caller rolls the whole back, so the records beneath the
+        # items that held need no waiting for it (one probe per item, not one for the item and one beneath it).
         statement = (
             "WITH gone AS (INSERT INTO nodes (scope, key, rev, kind, value) SELECT %(scope)s, v.key, %(rev)s, 0, NULL "
-            "FROM (SELECT n.key, b.mark, n.kind, CASE WHEN n.kind = 1 THEN n.value::jsonb END AS j "
-            "FROM unnest(string_to_array(%(names)s, chr(31)), string_to_array(%(marks)s, chr(31))) AS b(name, mark) "
-            "CROSS JOIN LATERAL (SELECT key, kind, value FROM nodes "
-            f"WHERE {_scopes(scope)} AND key = (%(prefix)s || b.name) COLLATE \"C\" AND rev <= %(at)s "
-            f"ORDER BY scope DESC, rev DESC LIMIT 1) AS n {_ONCE}) AS v "
-            f"WHERE v.kind = 1 AND {guard} RETURNING key), "
-            "beneath AS (INSERT INTO nodes (scope, key, rev, kind, value) SELECT %(scope)s, d.key, %(rev)s, 0, NULL "
-            "FROM gone CROSS JOIN LATERAL (SELECT DISTINCT ON (key) key, kind FROM nodes "
-            f"WHERE {_scopes(scope)} AND key > (gone.key || chr(31)) COLLATE \"C\" "
-            "AND key < (gone.key || chr(32)) COLLATE \"C\" AND rev <= %(at)s "
-            "ORDER BY key, scope DESC, rev DESC) AS d WHERE d.kind <> 0) "
-            "SELECT count(*) FROM gone")
+            "FROM (SELECT n.key, n.key = b.item AS whole, b.mark, n.kind, "
+            "CASE WHEN n.key = b.item AND n.kind = 1 THEN n.value::jsonb END AS j "
+            "FROM (SELECT (%(prefix)s || name) COLLATE \"C\" AS item, mark FROM "
+            "unnest(string_to_array(%(names)s, chr(31)), string_to_array(%(marks)s, chr(31))) AS u(name, mark)) AS b "
+            "CROSS JOIN LATERAL (SELECT DISTINCT ON (key) key, kind, value FROM nodes "
+            f"WHERE {_scopes(scope)} AND key >= b.item AND key < (b.item || chr(32)) COLLATE \"C\" "
+            f"AND rev <= %(at)s ORDER BY key, scope DESC, rev DESC) AS n {_ONCE}) AS v "
+            f"WHERE CASE WHEN v.whole THEN v.kind = 1 AND {guard} ELSE v.kind <> 0 END RETURNING key) "
+            "SELECT count(*) FROM gone WHERE strpos(substr(key, %(cut)s), chr(31)) = 0")
         db = self._conn()
         try:
             with db.transaction():  # a savepoint: the failure below ends the statement, not the commit
