@@ -206,7 +206,8 @@ def _readable(s: str) -> str:
 
 def _instant_us(s: str) -> str:
     """The instant of a readable stamp in microseconds since the epoch, the fraction truncated."""
-    local = f"unixepoch(substr({s}, 1, 10) || ' ' || substr({s}, 12, 8))"
+    # strftime('%s'), not unixepoch(): SQLite before 3.38 (Ubuntu 22.04's 3.37) has no unixepoch.
+    local = f"CAST(strftime('%s', substr({s}, 1, 10) || ' ' || substr({s}, 12, 8)) AS INTEGER)"
     micros = f"CAST(substr(substr({_fraction(s)}, 2) || '000000', 1, 6) AS INTEGER)"
     return f"(({local} - 60 * {_offset_minutes(s)}) * 1000000 + {micros})"
 
