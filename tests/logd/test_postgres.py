@@ -8,7 +8,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from retain.errors import Compacted, SchemaViolation, StorageError
+from retain.errors import Compacted, PreconditionFailed, SchemaViolation, StorageError
 from retain.logd import PostgresBackend, Store
 from retain.logd.postgres import SCHEMA_VERSION, is_postgres_url, redacted
 from retain.logd.settings import Settings
@@ -126,3 +126,36 @@ class TestCheck:
                 raw.execute("UPDATE head SET number = 5")
             assert store.backend.check() == ["the head row says commit 5 but the log ends at 3"]
             assert "the commit log has gaps: 2 commits numbered up to 3" in store.backend.check(full=True)
+
+
+class TestOneRoundTripLess:
+    """A patch of new records reads ahead with the lock, and a one-row commit's statement goes with COMMIT: both
+    statements prepared once per connection. psycopg may answer a rollback with DEALLOCATE ALL; whatever it did,
+    the next patches still commit."""
+
+    def test_patches_after_rollbacks_commit(self, url):
+        with Store.open(url) as store:
+            session = store.session()
+            session.patch([{"set": "jobs", "value": {}}, {"set": "counter", "value": 0}])
+            for n in range(12):
+                session.patch([{"set": f"jobs.j{n}", "value": {"n": n}}])
+                # the same read again and again: past psycopg's prepare threshold it prepares statements of its
+                # own, and then answers a ROLLBACK with DEALLOCATE ALL
+                assert session.get(f"jobs.j{n}").value == {"n": n}
+                with pytest.raises(PreconditionFailed):  # a rolled-back transaction
+                    session.patch([{"set": "counter", "value": n + 1}], precondition={"counter": -1})
+            assert sorted(session.list("jobs.*").items) == sorted(f"j{n}" for n in range(12))
+            prepared = [row[0] for row in store.backend._conn().execute(
+                "SELECT name FROM pg_prepared_statements WHERE name LIKE 'logd%' ORDER BY name")]
+            assert prepared == ["logd_append_one", "logd_latest_absent_0"]
+
+    def test_one_round_trip_reads_what_two_would(self, url):
+        """What the read ahead answers is what latest_absent reads alone: the parent's record, whether the keys
+        were ever written -- so a set over a key written before goes the general way and replaces it."""
+        with Store.open(url) as store:
+            session = store.session()
+            session.patch([{"set": "jobs", "value": {}}])
+            session.patch([{"set": "jobs.j1", "value": {"n": 1, "old": True}}])
+            session.patch([{"set": "jobs.j1", "value": {"n": 2}}])
+            session.patch([{"set": "jobs.j2", "value": {"n": 3}}])
+            assert session.get("jobs").value == {"j1": {"n": 2}, "j2": {"n": 3}}

@@ -27,10 +27,10 @@ from retain.errors import InvalidRequest
 from retain.logd.ops import Op, Set
 from retain.logd.paths import MAX_PATH, NAMES, ROOT, is_key, parse
 from retain.logd.schema import Schema
-from retain.logd.storage import BASELINE, MAP, SEP, Row
+from retain.logd.storage import BASELINE, MAP, SEP, ReadAhead, Row
 from retain.logd.view import View, check_data, dumps, leaves, visible
 
-__all__ = ["Bulk", "NewRecords", "as_ops", "new_records", "plan_bulk"]
+__all__ = ["Bulk", "NewRecords", "as_ops", "new_records", "plan_bulk", "read_ahead"]
 
 #: ``(path text, map)`` per op, in order
 NewRecords = list[tuple[str, dict[str, Any]]]
@@ -78,24 +78,16 @@ def plan_bulk(view: View, schema: Schema, records: NewRecords, latest_absent: La
     scope or the baseline), at the commit ``view`` reads. Without ``applied`` the delta is its text alone
     (nobody listens for its ops).
     """
-    keys: list[str] = []  # the record key of each op
-    parents: dict[str, set[str]] = {}  # parent path -> the names set under it
-    for text, _ in records:
-        if schema.rules:
+    if schema.rules:
+        for text, _ in records:
             path = parse(text)
             if schema.reaches(path) or schema.raw_root(path) is not None:
                 return None
-        keys.append(SEP + text.replace(".", SEP))
-        parent, _, name = text.rpartition(".")
-        names = parents.get(parent)
-        if names is None:
-            names = parents[parent] = set()
-        names.add(name)  # a parent's names: its leaves must not hold them
+    keys, parents = _places(records)
     places = {text for text, _ in records}
     if len(places) != len(records) or any(place in places for parent in parents for place in _up_to(parent)):
         return None  # two ops on one place, or one inside another's: the draft orders them
-    found, absent = _parents_and_absent(view, latest_absent, [SEP + parent.replace(".", SEP) if parent else ""
-                                                               for parent in parents], keys)
+    found, absent = _parents_and_absent(view, latest_absent, [_key(parent) for parent in parents], keys)
     for names, row in zip(parents.values(), found):
         if row is None or row.kind != MAP or not names.isdisjoint(leaves(row)):
             return None  # no map there, or a leaf of that name to replace
@@ -111,6 +103,33 @@ def plan_bulk(view: View, schema: Schema, records: NewRecords, latest_absent: La
         return None
     ops = [{"set": text, "value": value} for text, value in records] if applied else []
     return Bulk(rows, ops, "[" + ",".join(pieces) + "]")
+
+
+def read_ahead(records: NewRecords) -> ReadAhead:
+    """The read :func:`plan_bulk` makes first in the baseline, for the backend to send with the transaction's lock
+    (:meth:`~retain.logd.storage.Backend.transaction`)."""
+    keys, parents = _places(records)
+    return ReadAhead(BASELINE, tuple(_key(parent) for parent in parents), tuple(keys))
+
+
+def _places(records: NewRecords) -> tuple[list[str], dict[str, set[str]]]:
+    """The record key of each op, and each parent path with the names set under it (its leaves must not hold
+    them), the parents in the order the ops first name them."""
+    keys: list[str] = []
+    parents: dict[str, set[str]] = {}
+    for text, _ in records:
+        keys.append(_key(text))
+        parent, _, name = text.rpartition(".")
+        names = parents.get(parent)
+        if names is None:
+            names = parents[parent] = set()
+        names.add(name)
+    return keys, parents
+
+
+def _key(path: str) -> str:
+    """The record key of a path of names (``jobs.j7``); the root's is ``""``."""
+    return SEP + path.replace(".", SEP) if path else ""
 
 
 def _parents_and_absent(view: View, latest_absent: LatestAbsent, parents: list[str],

@@ -34,11 +34,14 @@ deeper than the item's own leaves (an age of several names, a map or list in the
 general path (:meth:`select_items` answers None), as do numbers past 2**53 in a match.
 
 A write is few executes, because each costs psycopg some 30-40 us of Python and a socket send besides the
-server's work: the head lock is one message (``BEGIN; SELECT ... FOR UPDATE``), a patch of new records
-reads its parent and whether its keys are new in one statement (:meth:`PostgresBackend.latest_absent`),
-and a commit's rows, log entry, head and notification are one statement, then ``COMMIT``: four, as many
-as a raw insert of a document and a history row in a transaction. Connections run with JIT off (see
-:func:`_connected`).
+server's work, and few round trips: the head lock is one message (``BEGIN; SELECT ... FOR UPDATE``), and a
+patch of new records sends with it the read of its parent and of whether its keys are new (one statement:
+:meth:`PostgresBackend.latest_absent`; a :class:`~retain.logd.storage.ReadAhead`); a commit's rows, log
+entry, head and notification are one statement, and where the commit is one row it goes in one message with
+``COMMIT``. A single-item patch is two round trips, against four for a raw insert of a document and a
+history row in a transaction. A statement in a message of several can have no parameters: those two are
+prepared once per connection and sent as ``EXECUTE`` with their values quoted in. Connections run with JIT
+off (see :func:`_connected`).
 
 Every psycopg error becomes a :class:`~retain.errors.StorageError`; a lost connection (the
 server restarted, the network went) :class:`~retain.errors.StorageUnavailable` (``unavailable``
@@ -64,7 +67,8 @@ from psycopg import sql
 
 from retain.clock import parse_rfc3339
 from retain.errors import StorageError, StorageUnavailable, StoreDamaged
-from retain.logd.storage import SEP, CommitRecord, ItemTest, Record, Row, ScopeRecord, Selected, Selection
+from retain.logd.storage import (SEP, CommitRecord, ItemTest, ReadAhead, Record, Row, ScopeRecord, Selected,
+                                  Selection)
 from retain.wire import Or
 
 __all__ = ["CHANNEL", "SCHEMA_VERSION", "CommitFollower", "PostgresBackend", "check_database", "is_postgres_url",
@@ -119,6 +123,16 @@ _APPEND_COMMIT = (
     "VALUES (%(number)s, %(time)s, %(author)s, %(scope)s, %(ops)s)), "
     "moved AS (UPDATE head SET number = %(number)s, time = %(time)s, generation = generation + %(bump)s) "
     "SELECT pg_notify(%(channel)s, %(told)s)")
+
+# The same for a commit of one row, as a statement prepared once per connection: the transaction sends its EXECUTE,
+# the values quoted in, and COMMIT in one message -- one round trip less per single-item patch. (A pipeline of the
+# two saved the round trip and spent as much on its bookkeeping in Python; a statement sent as text is planned
+# each time, which cost more than the round trip.)
+_APPEND_ONE = ("WITH written AS (INSERT INTO nodes (scope, key, rev, kind, value) VALUES ($1, $6, $2, $7, $8)), "
+               "logged AS (INSERT INTO commits (number, time, author, scope, ops) VALUES ($2, $3, $4, $1, $5)), "
+               "moved AS (UPDATE head SET number = $2, time = $3, generation = generation + $9) "
+               "SELECT pg_notify($10, $11)")
+_APPEND_ONE_TYPES = "integer, bigint, double precision, text, text, text, smallint, text, integer, text, text"
 
 # One prune step's records, its versions and its tombstones: as SQLite's (retain.logd.sqlite).
 _PRUNE_UPTO = """
@@ -311,6 +325,17 @@ class _Reads:
         return Selected(Selection(tuple(expired), unreadable), records)
 
 
+def _latest_absent_sql(scope: int, parent: str, first: str, last: str, at: str) -> str:
+    """One statement, one execute: the parent's newest version and beside it absent()'s first probe, one key range
+    over every key from ``first`` to ``last``, at the commit ``at`` (each SQL: a placeholder, or a value quoted in).
+    Against the two statements it halves the time of these reads (an unnest over the parents cost the server half
+    again as much as the two)."""
+    return ("SELECT n.kind, n.value, (SELECT 1 FROM nodes WHERE "
+            f"{_scopes(scope)} AND key >= {first} AND key < {last} AND rev <= {at} LIMIT 1) IS NULL "
+            f"FROM (VALUES (1)) AS one LEFT JOIN (SELECT kind, value FROM nodes WHERE scope = {int(scope)} "
+            f"AND key = {parent} AND rev <= {at} ORDER BY rev DESC LIMIT 1) AS n ON true")
+
+
 def _streamed(cursor: psycopg.Cursor[Any], query: str, params: dict[str, Any]) -> Iterable[tuple[Any, ...]]:
     """The rows of ``query``, in chunks as the server sends them where libpq can (17 and later): Python reads
     one chunk while the server makes the next, on two cores at once, instead of waiting for the whole result
@@ -387,6 +412,10 @@ class PostgresBackend(_Reads):
         self._in_transaction = False
         self._head: tuple[int, float] | None = None  # read under the head row's lock, inside a transaction
         self._generation: int | None = None  # likewise
+        self._appended: tuple[Any, ...] | None = None  # a one-row commit's values, sent with COMMIT (see write)
+        self._read_ahead: tuple[ReadAhead, int, tuple[Any, ...]] | None = None  # (what, at, its row): see transaction
+        # The statements _prepared_call prepared on each connection (by id, with the connection: an id is reused)
+        self._prepared: dict[int, tuple[psycopg.Connection[Any], set[str]]] = {}
         db = self._connect()
         super().__init__(db)
         self._lock = threading.RLock()  # one method (one transaction) at a time on the writer's connection
@@ -423,32 +452,47 @@ class PostgresBackend(_Reads):
     # -- writing --------------------------------------------------------------------------------
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, ahead: ReadAhead | None = None) -> Iterator[None]:
         with self._lock:
             try:
                 db = self._conn()
                 self._in_transaction = True
                 # One message, both statements (the simple query protocol takes several): one round trip and
                 # one execute -- a pipeline's bookkeeping in Python cost more than the round trip it saved.
-                locked = db.execute("BEGIN; SELECT number, time, generation FROM head FOR UPDATE")
+                # The read ahead goes in the same message, its values quoted in it: that is the protocol's
+                # price for several statements in one message, and a round trip less for a patch of new records.
+                read_ahead = self._read_ahead_sql(db, ahead)
+                locked = db.execute("BEGIN; SELECT number, time, generation FROM head FOR UPDATE" +
+                                    ("" if read_ahead is None else "; " + read_ahead))
                 locked.nextset()
                 row = locked.fetchone()
                 assert row is not None, "the head row is made with the tables"
                 self._head = (int(row[0]), float(row[1]))
                 self._generation = int(row[2])
+                if ahead is not None and read_ahead is not None:
+                    locked.nextset()
+                    read = locked.fetchone()
+                    assert read is not None, "one row, from VALUES"
+                    self._read_ahead = (ahead, self._head[0], read)
             except psycopg.Error as exc:
-                self._in_transaction, self._head, self._generation = False, None, None
+                self._in_transaction, self._head, self._generation, self._read_ahead = False, None, None, None
                 self._rollback()
                 raise _storage_error(exc) from exc
             try:
                 yield
             except BaseException:
                 self._in_transaction, self._head, self._generation = False, None, None
+                self._appended = self._read_ahead = None
                 self._rollback()
                 raise
+            appended, self._appended, self._read_ahead = self._appended, None, None
             try:
                 self._in_transaction, self._head, self._generation = False, None, None
-                db.execute("COMMIT")
+                if appended is None:
+                    db.execute("COMMIT")
+                else:
+                    db.execute(self._prepared_call(db, "logd_append_one", _APPEND_ONE_TYPES, _APPEND_ONE,
+                                                   appended) + "; COMMIT")
             except psycopg.Error as exc:
                 self._rollback()
                 raise _storage_error(exc) from exc
@@ -457,6 +501,9 @@ class PostgresBackend(_Reads):
         db = self._writer
         if db is None or db.closed or db.broken:
             return
+        # psycopg may answer a ROLLBACK with DEALLOCATE ALL (where it prepared statements of its own, which may
+        # name objects the transaction made): whether ours are still there is asked when they are next used.
+        self._prepared.pop(id(db), None)
         try:
             db.execute("ROLLBACK")
         except psycopg.Error:
@@ -493,11 +540,18 @@ class PostgresBackend(_Reads):
         if delta is None:
             delta = json.dumps(list(record.ops or ()), separators=(",", ":"))
         inline = () if copied else rows
-        db.execute(_APPEND_COMMIT, {
-            "scope": scope, "number": number, "time": record.time, "author": record.author, "ops": delta,
-            "keys": [row.key for row in inline], "kinds": [row.kind for row in inline],
-            "values": [row.value for row in inline], "bump": 1 if meta else 0, "channel": CHANNEL,
-            "told": str(number)})
+        if self._in_transaction and len(inline) == 1:
+            # Sent with COMMIT as the transaction ends: nothing runs after write in a transaction, and where the
+            # statement fails COMMIT does not run and the transaction rolls back.
+            (row,) = inline
+            self._appended = (scope, number, record.time, record.author, delta, row.key, row.kind, row.value,
+                              1 if meta else 0, CHANNEL, str(number))
+        else:
+            db.execute(_APPEND_COMMIT, {
+                "scope": scope, "number": number, "time": record.time, "author": record.author, "ops": delta,
+                "keys": [row.key for row in inline], "kinds": [row.kind for row in inline],
+                "values": [row.value for row in inline], "bump": 1 if meta else 0, "channel": CHANNEL,
+                "told": str(number)})
         if meta and self._generation is not None:
             self._generation += 1
         self._head = (number, record.time)
@@ -525,19 +579,40 @@ class PostgresBackend(_Reads):
                       at: int) -> tuple[list[Row | None], bool]:
         if len(parents) != 1 or not keys:  # records under several parents: rare, read as they come
             return [self.latest(scope, parent, at) for parent in parents], self.absent(scope, keys, at)
-        # One statement, one execute: the parent's newest version and beside it absent()'s first probe, one key
-        # range over every key. Against the two statements it halves the time of these reads (an unnest over
-        # the parents cost the server half again as much as the two).
-        first, last = min(keys), max(keys)
-        row = self._conn().execute(
-            "SELECT n.kind, n.value, (SELECT 1 FROM nodes WHERE "
-            f"{_scopes(scope)} AND key >= %(first)s AND key < %(last)s AND rev <= %(at)s LIMIT 1) IS NULL "
-            "FROM (VALUES (1)) AS one LEFT JOIN (SELECT kind, value FROM nodes WHERE scope = %(scope)s "
-            "AND key = %(parent)s AND rev <= %(at)s ORDER BY rev DESC LIMIT 1) AS n ON true",
-            {"scope": scope, "parent": parents[0], "first": first, "last": last + _AFTER_SEP, "at": at}).fetchone()
+        ahead, self._read_ahead = self._read_ahead, None
+        row: tuple[Any, ...] | None
+        if ahead is not None and ahead[0] == ReadAhead(scope, tuple(parents), tuple(keys)) and ahead[1] == at:
+            row = ahead[2]  # read with the lock, at the commit the transaction opened on
+        else:
+            row = self._conn().execute(_latest_absent_sql(scope, "%(parent)s", "%(first)s", "%(last)s", "%(at)s"), {
+                "parent": parents[0], "first": min(keys), "last": max(keys) + _AFTER_SEP, "at": at}).fetchone()
         assert row is not None, "one row, from VALUES"
         kind, value, clear = row
         return [None if kind is None else Row(parents[0], kind, value)], clear or self._each_absent(scope, keys, at)
+
+    def _read_ahead_sql(self, db: psycopg.Connection[Any], ahead: ReadAhead | None) -> str | None:
+        """The read ahead as a statement for the lock's message, at the locked head; None for a read
+        :meth:`latest_absent` makes otherwise (several parents, no keys)."""
+        if ahead is None or len(ahead.parents) != 1 or not ahead.keys:
+            return None
+        scope = int(ahead.scope)
+        return self._prepared_call(db, f"logd_latest_absent_{scope}", "text, text, text",
+                                   _latest_absent_sql(scope, "$1", "$2", "$3", "(SELECT number FROM head)"),
+                                   (ahead.parents[0], min(ahead.keys), max(ahead.keys) + _AFTER_SEP))
+
+    def _prepared_call(self, db: psycopg.Connection[Any], name: str, types: str, statement: str,
+                       values: Sequence[Any]) -> str:
+        """``EXECUTE name (values quoted in)``, for a message of several statements (which can have no
+        parameters), the statement prepared on this connection the first time: a statement sent as text is
+        planned every time, which costs more than the round trip such a message saves."""
+        prepared = self._prepared.get(id(db))
+        if prepared is None or prepared[0] is not db:
+            there = db.execute("SELECT name FROM pg_prepared_statements WHERE name LIKE 'logd\\_%'").fetchall()
+            prepared = self._prepared[id(db)] = (db, {row[0] for row in there})
+        if name not in prepared[1]:
+            db.execute(f"PREPARE {name} ({types}) AS {statement}")
+            prepared[1].add(name)
+        return f"EXECUTE {name} ({', '.join(sql.Literal(value).as_string(db) for value in values)})"
 
     @_translated
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,

@@ -39,7 +39,8 @@ from typing import Any, TypeVar
 
 from retain.errors import StorageError, StoreDamaged
 from retain.logd.sqlite_items import compile_test, cutoff_params
-from retain.logd.storage import SEP, CommitRecord, ItemTest, Record, Row, ScopeRecord, Selected, Selection
+from retain.logd.storage import (SEP, CommitRecord, ItemTest, ReadAhead, Record, Row, ScopeRecord, Selected,
+                                  Selection)
 
 __all__ = ["SYNCHRONOUS", "SqliteBackend"]
 
@@ -283,7 +284,8 @@ class SqliteBackend(_Reads):
                                f"the full check)")
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, ahead: ReadAhead | None = None) -> Iterator[None]:
+        # ``ahead``: a read in this process costs no round trip; the store sends none (``local``).
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:

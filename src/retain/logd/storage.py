@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-__all__ = ["BASELINE", "GONE", "KEYED", "MAP", "SEP", "Backend", "CommitRecord", "ItemTest", "Reads", "Record",
-           "Row", "ScopeRecord", "Selected", "Selection"]
+__all__ = ["BASELINE", "GONE", "KEYED", "MAP", "SEP", "Backend", "CommitRecord", "ItemTest", "ReadAhead", "Reads",
+           "Record", "Row", "ScopeRecord", "Selected", "Selection"]
 
 SEP = "\x1f"  # below every key character: a node sorts before its descendants, they before its next sibling
 GONE, MAP, KEYED = 0, 1, 2
@@ -100,6 +100,17 @@ class Selection:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadAhead:
+    """The read a transaction will make first -- :meth:`Backend.latest_absent` of ``parents`` and ``keys`` in
+    ``scope``, at the commit the transaction opens on -- for a backend that can send it with the lock (one
+    round trip to a database server instead of two). A hint: the read is made all the same."""
+
+    scope: int
+    parents: tuple[str, ...]
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Selected:
     """A backend's selection: :class:`Selection`'s answer, and how many records the read touched."""
 
@@ -147,8 +158,9 @@ class Backend(Reads, Protocol):
         """A number that grows whenever the schema, the compaction boundary or the snapshots change
         (always 0 where no other store writes)."""
 
-    def transaction(self) -> AbstractContextManager[None]:
-        """One atomic, serialised write: every read inside sees the state it will commit over."""
+    def transaction(self, ahead: ReadAhead | None = None) -> AbstractContextManager[None]:
+        """One atomic, serialised write: every read inside sees the state it will commit over. ``ahead``: the
+        first read it will make, which a backend may send with the lock."""
 
     def reading(self, *, keep: bool = False) -> AbstractContextManager[Reads]:
         """A snapshot to read from: every read through it sees the same commits. With :attr:`reads_apart` it
