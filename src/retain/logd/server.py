@@ -190,14 +190,15 @@ class _Conversation:
         """The answer to a read: at once when it is small (:meth:`LogdServer.read_inline`), else from a reader
         thread."""
         loop = asyncio.get_running_loop()
-        answered = self.server.read_inline(lambda budget: self._read(request, fmt, budget))
+        future: asyncio.Future[Reply] = loop.create_future()
+        try:
+            answered = self.server.read_inline(lambda budget: self._read(request, fmt, budget))
+        except Exception as exc:  # the transport answers it, as it would from the reader thread
+            future.set_exception(exc)
+            return future
         if answered is None:
             return loop.run_in_executor(self.server.readers, self._read, request, fmt)
-        future: asyncio.Future[Reply] = loop.create_future()
-        if isinstance(answered, BaseException):
-            future.set_exception(answered)
-        else:
-            future.set_result(answered)
+        future.set_result(answered)
         return future
 
     def _read(self, request: Any, fmt: Format, budget: int | None = None) -> Reply:  # a reader thread, or inline
@@ -346,8 +347,6 @@ class LogdServer:
         author = (author or "anonymous") if grant is None else grant.author(author)
         if reads_only(request) and scope is None and self.reads_apart:
             answered = self.read_inline(lambda budget: self._read_http(request, fmt, author, grant, budget))
-            if isinstance(answered, BaseException):
-                raise answered
             if answered is not None:
                 return answered
             return await loop.run_in_executor(self.readers, self._read_http, request, fmt, author, grant)
@@ -362,10 +361,11 @@ class LogdServer:
             return handle(Context(self.store, self.store.session(author=author).on(reads, budget), format=fmt,
                                   grant=grant), request)
 
-    def read_inline(self, read: Callable[[int], R]) -> R | BaseException | None:
+    def read_inline(self, read: Callable[[int], R]) -> R | None:
         """``read(budget)`` answered here, on the event loop, when the store's reads are local and it touches
-        at most :data:`INLINE_READ_RECORDS` records: its answer, or the error that is its answer. None: it is
-        larger (or the store is remote), and a reader thread answers it with the whole read budget.
+        at most :data:`INLINE_READ_RECORDS` records: its answer (an error it raises is raised here, as the
+        reader thread would). None: it is larger (or the store is remote), and a reader thread answers it
+        with the whole read budget.
 
         A small get from SQLite takes tens of microseconds; handing it to a thread and back cost ten times
         that in CPU and, under load, milliseconds of waiting for the GIL (`bench/logd_load.py`). The bound
@@ -376,8 +376,6 @@ class LogdServer:
             return read(INLINE_READ_RECORDS)
         except ReadBudgetExceeded:
             return None
-        except Exception as exc:  # the transport answers it, as it would from the reader thread
-            return exc
 
     def _apply_http(self, request: Any, fmt: Format, author: str, scope: str | None,
                     grant: Token | None) -> dict[str, Any]:
