@@ -30,7 +30,7 @@ from retain.logd.schema import Schema
 from retain.logd.storage import BASELINE, MAP, SEP, ReadAhead, Row
 from retain.logd.view import View, check_data, dumps, leaves, visible
 
-__all__ = ["Bulk", "NewRecords", "as_ops", "new_records", "plan_bulk", "read_ahead"]
+__all__ = ["Bulk", "NewRecords", "Places", "as_ops", "new_records", "places", "plan_bulk", "read_ahead"]
 
 #: ``(path text, map)`` per op, in order
 NewRecords = list[tuple[str, dict[str, Any]]]
@@ -48,6 +48,31 @@ class Bulk:
     rows: list[Row]
     applied: list[dict[str, Any]]
     delta: str
+
+
+@dataclass(frozen=True, slots=True)
+class Places:
+    """A patch of new records and where it writes: the record key of each op; each parent path with the names
+    set under it (its leaves must not hold them), in the order the ops first name them; and the parents' keys."""
+
+    records: NewRecords
+    keys: list[str]
+    parents: dict[str, set[str]]
+    parent_keys: list[str]
+
+
+def places(records: NewRecords) -> Places:
+    """The places of ``records``, worked out once for :func:`read_ahead` and :func:`plan_bulk` both."""
+    keys: list[str] = []
+    parents: dict[str, set[str]] = {}
+    for text, _ in records:
+        keys.append(_key(text))
+        parent, _, name = text.rpartition(".")
+        names = parents.get(parent)
+        if names is None:
+            names = parents[parent] = set()
+        names.add(name)
+    return Places(records, keys, parents, [_key(parent) for parent in parents])
 
 
 def new_records(ops: Sequence[Any]) -> NewRecords | None:
@@ -69,31 +94,31 @@ def as_ops(records: NewRecords) -> tuple[Op, ...]:
     return tuple(Set(parse(text), value) for text, value in records)
 
 
-def plan_bulk(view: View, schema: Schema, records: NewRecords, latest_absent: LatestAbsent, *,
+def plan_bulk(view: View, schema: Schema, where: Places, latest_absent: LatestAbsent, *,
               applied: bool = True) -> Bulk | None:
-    """The patch as new records' rows, or None when it must go the general way.
+    """The patch (:func:`places` of its records) as new records' rows, or None when it must go the general way.
 
     ``latest_absent`` is the backend's :meth:`~retain.logd.storage.Backend.latest_absent`: the parents'
     newest versions, and whether no record was ever written in any of the new keys' subtrees (in the view's
     scope or the baseline), at the commit ``view`` reads. Without ``applied`` the delta is its text alone
     (nobody listens for its ops).
     """
+    records = where.records
     if schema.rules:
         for text, _ in records:
             path = parse(text)
             if schema.reaches(path) or schema.raw_root(path) is not None:
                 return None
-    keys, parents = _places(records)
-    places = {text for text, _ in records}
-    if len(places) != len(records) or any(place in places for parent in parents for place in _up_to(parent)):
+    texts = {text for text, _ in records}
+    if len(texts) != len(records) or any(text in texts for parent in where.parents for text in _up_to(parent)):
         return None  # two ops on one place, or one inside another's: the draft orders them
-    found, absent = _parents_and_absent(view, latest_absent, [_key(parent) for parent in parents], keys)
-    for names, row in zip(parents.values(), found):
+    found, absent = _parents_and_absent(view, latest_absent, where.parent_keys, where.keys)
+    for names, row in zip(where.parents.values(), found):
         if row is None or row.kind != MAP or not names.isdisjoint(leaves(row)):
             return None  # no map there, or a leaf of that name to replace
     rows: list[Row] = []
     pieces: list[str] = []
-    for (text, value), key in zip(records, keys):
+    for (text, value), key in zip(records, where.keys):
         written = _records(key, value, rows)
         if written is None:
             return None  # a value the tree cannot hold: the draft says why
@@ -105,26 +130,10 @@ def plan_bulk(view: View, schema: Schema, records: NewRecords, latest_absent: La
     return Bulk(rows, ops, "[" + ",".join(pieces) + "]")
 
 
-def read_ahead(records: NewRecords) -> ReadAhead:
+def read_ahead(where: Places) -> ReadAhead:
     """The read :func:`plan_bulk` makes first in the baseline, for the backend to send with the transaction's lock
     (:meth:`~retain.logd.storage.Backend.transaction`)."""
-    keys, parents = _places(records)
-    return ReadAhead(BASELINE, tuple(_key(parent) for parent in parents), tuple(keys))
-
-
-def _places(records: NewRecords) -> tuple[list[str], dict[str, set[str]]]:
-    """The record key of each op, and each parent path with the names set under it (its leaves must not hold
-    them), the parents in the order the ops first name them."""
-    keys: list[str] = []
-    parents: dict[str, set[str]] = {}
-    for text, _ in records:
-        keys.append(_key(text))
-        parent, _, name = text.rpartition(".")
-        names = parents.get(parent)
-        if names is None:
-            names = parents[parent] = set()
-        names.add(name)
-    return keys, parents
+    return ReadAhead(BASELINE, tuple(where.parent_keys), tuple(where.keys))
 
 
 def _key(path: str) -> str:

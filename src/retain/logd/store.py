@@ -27,7 +27,7 @@ from typing import Any
 from retain.clock import format_rfc3339, utc_now
 from retain.errors import Compacted, InvalidRequest, NotFound
 from retain.logd import history
-from retain.logd.bulk import NewRecords, as_ops, new_records, plan_bulk, read_ahead
+from retain.logd.bulk import NewRecords, as_ops, new_records, places, plan_bulk, read_ahead
 from retain.logd.draft import Draft, check_node, record_key
 from retain.logd.ops import Delete, Op, parse_ops, parse_precondition
 from retain.logd.paths import ROOT, Path, check_key, parse
@@ -262,24 +262,23 @@ class Store:
         if author is not None:
             check_author(author)
         when = self.clock().timestamp()
-        records: NewRecords | None = list(ops) if plain else None  # type: ignore[arg-type]
+        where = places(list(ops)) if plain else None  # type: ignore[arg-type]
         # What plan_bulk reads first, sent with the lock to a database server (a round trip saved).
         ahead = None
-        if records is not None and session.scope_id == BASELINE and not self.backend.local:
-            ahead = read_ahead(records)
+        if where is not None and session.scope_id == BASELINE and not self.backend.local:
+            ahead = read_ahead(where)
         with self.backend.transaction(ahead):
             head, last_time = self.backend.head()
             self._revalidate()
             view = View(self.backend, head, session.scope_id)
-            if records is not None:
-                bulk = plan_bulk(view, self.schema, records, self.backend.latest_absent,
-                                 applied=bool(self._listeners))
+            if where is not None:
+                bulk = plan_bulk(view, self.schema, where, self.backend.latest_absent, applied=bool(self._listeners))
                 if bulk is not None:  # new records only: their rows as they are, the delta's text built once
                     record = CommitRecord(head + 1, max(when, last_time), author or session.author,
                                           session.scope_id, tuple(bulk.applied), bulk.delta)
                     self.backend.write(record, bulk.rows)
                     return self._published(record)
-                ops = as_ops(records)
+                ops = as_ops(where.records)
             draft = Draft(view, schema or self.schema, head + 1)
             ops = tuple(ops)  # type: ignore[arg-type]
             draft.prefetch([path for path, _ in precondition] + [op.path for op in ops if isinstance(op, Delete)])
