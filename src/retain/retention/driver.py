@@ -101,7 +101,6 @@ from retain.retention.bytes import Measured, measure_commands, read_sizes
 from retain.retention.groups import GroupTrim, PendingCounter, Seen, groups_or_none, trim_protected
 from retain.retention.limits import Size, candidates
 from retain.retention.patterns import ascan, expand, scan
-from retain.retention.roundtrip import collector_paused, pipeline_options, send_direct, send_pipeline
 from retain.retention.policy import (
     UNLIMITED,
     Policy,
@@ -112,6 +111,7 @@ from retain.retention.policy import (
     checked_maintenance,
     decide,
 )
+from retain.retention.roundtrip import collector_paused, pipeline_options, send_direct, send_pipeline
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
 if TYPE_CHECKING:
