@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from retain.logd import Store
 from retain.logd.match import ABSENT, matches
 from retain.logd.retain_rules import cutoff, item_pattern, parse_retain, select
 from retain.logd import sqlite as sqlite_module
+from retain.logd import sqlite_pages
 from retain.logd.settings import Settings
 from retain.logd.sqlite_items import compile_test
 from retain.logd.storage import MAP, ItemTest, Selected, Selection
@@ -223,8 +226,108 @@ def test_pages_change_no_answer(tmp_path_factory, monkeypatch, scene, page, limi
         args = (both.session.scope_id, both.key, both.view.at, both.rule.test, cutoff(NOW, both.rule.after), limit)
         with store.backend.reading() as reader:
             whole = reader.select_items(*args)
-        monkeypatch.setattr(sqlite_module, "_PAGE", page)
+        monkeypatch.setattr(sqlite_pages, "PAGE", page)
         with store.backend.reading() as reader:
             paged = reader.select_items(*args)
     assert paged == whole
     assert whole.records == min(limit, both.selected.records)
+
+
+def in_ranges(monkeypatch, ranges: int) -> list:
+    """Selections cut containers of a few records into up to ``ranges`` key ranges, as if on that many cores;
+    the list fills with what each worker answered (a part, or None: its range was read in the caller)."""
+    monkeypatch.setattr(sqlite_module, "_RANGE", 1)
+    monkeypatch.setattr(sqlite_module, "_cores", lambda: ranges)
+    answers: list = []
+    result = sqlite_pages.Worker.result
+
+    def noted(worker):
+        answers.append(result(worker))
+        return answers[-1]
+    monkeypatch.setattr(sqlite_pages.Worker, "result", noted)
+    return answers
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scene=retain_scenes(NOW), ranges=st.integers(2, 4), limit=st.sampled_from([3, 7, BIG]))
+def test_ranges_change_no_answer(tmp_path_factory, monkeypatch, scene, ranges, limit):
+    """Cut into key ranges, the first read here and each other by a worker process, a selection is the one
+    read in one range, with the same records counted against a limit (at the limit, the selection is not to
+    be used: the ranges stopped at other records)."""
+    with Store.open(str(tmp_path_factory.mktemp("ranges") / "r.sqlite3"), settings=Settings(synchronous="off")) as store:
+        both = select_both(store, scene)
+        if both is None or both.selected is None:
+            return
+        args = (both.session.scope_id, both.key, both.view.at, both.rule.test, cutoff(NOW, both.rule.after), limit)
+        with monkeypatch.context() as patched:
+            answers = in_ranges(patched, ranges)
+            with store.backend.reading() as reader:
+                cut = reader.select_items(*args)
+        with store.backend.reading() as reader:
+            whole = reader.select_items(*args)
+    assert cut.records == whole.records
+    if whole.records < limit:
+        assert cut == whole
+    assert None not in answers  # every worker answered for its range
+    if both.session.scope_id == 0 and whole.records >= 2 * ranges:
+        assert answers, "a container of several records in the baseline is read in ranges"
+
+
+@pytest.fixture
+def jobs(tmp_path) -> Iterator[Store]:
+    """A store of 40 jobs, half of them done two days before NOW."""
+    with Store.open(str(tmp_path / "jobs.sqlite3"), settings=Settings(synchronous="off")) as store:
+        store.session().patch([{"set": "jobs", "value": {
+            f"j{index:02d}": {"status": "done" if index % 2 else "running", "updatedAt": "2026-09-10T08:00:00Z"}
+            for index in range(40)}}])
+        yield store
+
+
+DONE = ItemTest(("updatedAt",), {"status": "done"})
+
+
+def select_jobs(store: Store, at: int | None = None) -> Selected | None:
+    with store.backend.reading() as reader:
+        return reader.select_items(0, "\x1fjobs", at or reader.head()[0], DONE, NOW.replace(day=11), BIG)
+
+
+class TestWorkers:
+    def test_a_worker_that_fails_leaves_its_range_to_the_caller(self, jobs, monkeypatch, caplog):
+        """A worker that exits with an error: its range is read in the caller, the answer whole, the failure
+        logged with what the worker said."""
+        whole = select_jobs(jobs)
+        answers = in_ranges(monkeypatch, 2)
+        monkeypatch.setattr(sqlite_pages, "_command", lambda: [sys.executable, "-c", "import sys; sys.exit('no')"])
+        assert select_jobs(jobs) == whole
+        assert answers == [None]
+        assert "a selection worker failed (exit 1): no" in caplog.text
+
+    def test_a_worker_that_cannot_start_leaves_its_range_to_the_caller(self, jobs, monkeypatch, caplog, tmp_path):
+        """No worker process at all: the caller reads every range, and says why."""
+        whole = select_jobs(jobs)
+        in_ranges(monkeypatch, 3)
+        monkeypatch.setattr(sqlite_pages, "_command", lambda: [str(tmp_path / "missing")])
+        assert select_jobs(jobs) == whole
+        assert "no selection worker" in caplog.text
+
+    def test_a_worker_past_the_compaction_boundary_leaves_its_range_to_the_caller(self, jobs, monkeypatch):
+        """The boundary moved past the commit the selection reads at: a worker, whose snapshot is younger, may
+        miss versions that commit sees, so it declines and the caller reads its range on its own snapshot."""
+        at = jobs.head
+        whole = select_jobs(jobs, at)
+        answers = in_ranges(monkeypatch, 2)
+        with jobs.backend.reading() as reader:  # the caller's snapshot, taken before compaction
+            jobs.session().patch([{"set": "jobs.j39.status", "value": "running"}])  # in the worker's range
+            jobs.backend.move_boundary(jobs.head, [])
+            jobs.backend.prune(jobs.head, None, 1000)  # j39's version the caller's commit sees is gone
+            got = reader.select_items(0, "\x1fjobs", at, DONE, NOW.replace(day=11), BIG)
+        assert got == whole
+        assert answers == [None]
+
+    def test_workers_answer_for_their_ranges(self, jobs, monkeypatch):
+        """On a quiet store every worker answers, and the answer is the one read in one range."""
+        whole = select_jobs(jobs)
+        answers = in_ranges(monkeypatch, 4)
+        assert select_jobs(jobs) == whole
+        assert len(answers) == 3 and None not in answers
+        assert sum(answer.records for answer in answers) > 0

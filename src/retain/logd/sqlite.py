@@ -17,9 +17,11 @@ up while a long read holds a snapshot is never copied inside some client's commi
 
 A retain rule's selection is one statement over the container's records, page after
 page (:mod:`retain.logd.sqlite_items` writes the test), run on a connection of its own
-inside one read transaction, so that it sees one commit while the writer goes on; a
-batch's guard and tombstones are one ``INSERT ... SELECT`` whose row count says whether
-every item's guard held, and one more for the records beneath the items.
+inside one read transaction, so that it sees one commit while the writer goes on. A large
+container is selected in key ranges at once, one per core: the reader takes the first, a
+worker process each other (:mod:`retain.logd.sqlite_pages`). A batch's guard and tombstones
+are one ``INSERT ... SELECT`` whose row count says whether every item's guard held, and one
+more for the records beneath the items.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any, TypeVar
 
 from retain.errors import StorageError, StoreDamaged
 from retain.logd.sqlite_items import compile_test, cutoff_params
+from retain.logd.sqlite_pages import Worker, select_pages
 from retain.logd.storage import (SEP, CommitRecord, ItemTest, ReadAhead, Record, Row, ScopeRecord, Selected,
                                   Selection)
 
@@ -51,7 +54,8 @@ _T = TypeVar("_T")
 _AFTER_SEP = chr(ord(SEP) + 1)  # above SEP, below every key character: key + _AFTER_SEP ends key's subtree
 _SCOPED = 1 << 48  # added to a scope's revs so that max() prefers a scope's version to the baseline's
 _STATEMENTS = 64  # guarded-delete statements kept, by test and scope
-_PAGE = 32768  # records one selection statement reads at most: a page's answer is quick to turn into Python
+_RANGE = 65536  # the fewest records a selection gives a range of its own: below, a worker costs what it saves
+_RANGES = 4  # the most ranges a selection runs at once, however many cores there are
 _CHECKPOINT_PAUSE = 0.05  # seconds between two checkpoints at least (each one syncs the file)
 
 _SCHEMA = """
@@ -125,10 +129,12 @@ def _newest(scope: int, table: str = "") -> str:
 
 
 class _Reads:
-    """The reads of :class:`~retain.logd.storage.Reads` over one sqlite3 connection."""
+    """The reads of :class:`~retain.logd.storage.Reads` over one sqlite3 connection; ``path``: the file, for a
+    snapshot's selection to hand key ranges to workers (None: it selects every range itself)."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, path: str | None = None) -> None:
         self._db = db
+        self._path = path
 
     @_translated
     def head(self) -> tuple[int, float]:
@@ -166,27 +172,63 @@ class _Reads:
         if selecting is None:
             return None
         statement, params = selecting
-        # Page by page (each starting past the last record the one before read), inside the one read
-        # transaction: a page's answer is short to turn into Python, so a long read never holds the GIL long
-        # enough to keep a server's writer waiting.
-        expired: list[tuple[str, str]] = []
-        unreadable = records = 0
+        (after, end), *others = self._ranges(scope, container)
+        path = self._path
+        workers = [Worker.start(path, at, statement, params, start, stop, limit) for start, stop in others] \
+            if path is not None else []
+        try:
+            parts = [select_pages(self._db, statement, params, after, end, limit)]
+            for index, (start, stop) in enumerate(others):
+                answered = workers[index].result() if workers else None
+                # A worker that could not answer: its range read here, on this snapshot.
+                parts.append(answered or select_pages(self._db, statement, params, start, stop, limit))
+        finally:
+            for worker in workers:
+                worker.stop()
+        expired = tuple(pair for part in parts for pair in part.expired)  # the ranges are in key order
+        # Each range read up to the limit: under it, every one read all its records.
+        return Selected(Selection(expired, sum(part.unreadable for part in parts)),
+                        min(limit, sum(part.records for part in parts)))
+
+    def _ranges(self, scope: int, container: str) -> list[tuple[str, str]]:
+        """The container's records cut into key ranges ``(after, end)`` of about as many records each: one
+        per core up to :data:`_RANGES`, none under :data:`_RANGE` records. One range where no worker can
+        help: a snapshot of the writer's connection, a scope's view (its records are two ranges of the
+        index already), a container too small to be worth a worker."""
         after, end = container + SEP, container + _AFTER_SEP
-        while records < limit:
-            page = min(_PAGE, limit - records)
-            read, unread, joined, last = self._db.execute(statement, params | {"after": after, "end": end,
-                                                                                 "page": page}).fetchone()
-            records, unreadable = records + read, unreadable + int(unread)
-            if joined:
-                parts = joined.split("\x1e")
-                pairs = list(zip(parts[0::2], parts[1::2]))
-                if parts[0::2] != sorted(parts[0::2]):
-                    pairs.sort()  # the scan is in key order, and the batches go in key order
-                expired += pairs
-            if read < page:
+        cores = _cores()
+        if self._path is None or scope != 0 or cores < 2:
+            return [(after, end)]
+        # Every version counts, the newer than ``at`` too: the cut needs no precision, and each query takes half
+        # as long as one looking at the revs.
+        params = {"after": after, "end": end}
+        versions = self._db.execute("SELECT count(*) FROM nodes WHERE scope = 0 AND key > :after AND key < :end",
+                                    params).fetchone()[0]
+        count = min(cores, _RANGES, versions // _RANGE)
+        if count < 2:
+            return [(after, end)]
+        ranges, start = [], after
+        for index in range(1, count):
+            # A range ends before the key at its share of the versions; the next starts past the key before that
+            # one, so that each key's versions are read in one range.
+            found = self._db.execute("SELECT key FROM nodes WHERE scope = 0 AND key > :after AND key < :end "
+                                     "ORDER BY key LIMIT 1 OFFSET :offset",
+                                     params | {"offset": versions * index // count}).fetchone()
+            if found is None:
                 break
-            after = last
-        return Selected(Selection(tuple(expired), unreadable), records)
+            before = self._db.execute("SELECT max(key) FROM nodes WHERE scope = 0 AND key > :after AND key < :first",
+                                      params | {"first": found[0]}).fetchone()[0]
+            if before is None or before <= start:
+                continue
+            first = found[0]
+            ranges.append((start, first))
+            start = before
+        return [*ranges, (start, end)]
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _selecting(test: ItemTest, scope: int, container: str, at: int,
@@ -320,7 +362,7 @@ class SqliteBackend(_Reads):
             with self._kept_lock:
                 self._kept_all.append(db)
         try:
-            yield _Reads(db)
+            yield _Reads(db, self.path)
         finally:
             if keep:
                 with contextlib.suppress(sqlite3.Error):
