@@ -302,6 +302,35 @@ class TestPrecondition:
         left = [row.key for row in store.backend.scan(0, record_key(parse("jobs.j1")), store.head) if row.kind != 0]
         assert left == []
 
+    def test_records_beneath_items_at_the_read_go_with_them(self, store):
+        """Items holding maps of their own when the pass reads, and no writer between its batches: every record
+        beneath a deleted item is a tombstone at the head, a sibling's kept one untouched."""
+        ops = store.session()
+        ops.patch([{"set": "jobs", "value": {
+            f"j{i}": {"status": "done" if i < 5 else "running", "updatedAt": ago(days=2),
+                      "steps": {"s1": {"ok": True}, "s2": {"ok": i % 2 == 0}}} for i in range(6)}}])
+        assert run_retain(ops, request(JOBS_RULE, batch=2)).deleted == 5
+        for name in ("j0", "j3", "j4"):
+            left = [row.key for row in store.backend.scan(0, record_key(parse(f"jobs.{name}")), store.head)
+                    if row.kind != 0]
+            assert left == [], name
+        assert ops.get("jobs.j5.steps.s2").value == {"ok": False}
+
+    def test_a_record_written_beneath_an_item_between_batches_goes_with_it(self, store):
+        """A writer between two batches of a container that held nothing beneath its items when the pass read,
+        adding a record beneath an item of a later batch: every batch from then on looks beneath its items
+        again, and the record goes with its item."""
+        ops = self.scene(store)
+        writer = store.session()
+
+        def race(index, paths):
+            if str(paths[0]) == "jobs.j2":  # before the second batch (j2, j3); j5 is in the third
+                writer.patch([{"set": "jobs.j5.steps", "value": {"s1": {"ok": True}}}])
+
+        assert run_retain(ops, request(JOBS_RULE, batch=2), before_batch=race).deleted == 6
+        left = [row.key for row in store.backend.scan(0, record_key(parse("jobs.j5")), store.head) if row.kind != 0]
+        assert left == []
+
     def test_a_write_the_rule_would_expire_anyway(self, store):
         """A change that leaves the stamp and the match holding (done -> canceled) does not fail the batch:
         the precondition is the rule's own test, repeatable."""

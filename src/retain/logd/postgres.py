@@ -616,7 +616,8 @@ class PostgresBackend(_Reads):
 
     @_translated
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
-                     at: int, rev: int) -> int:
+                     at: int, rev: int, *, beneath: bool = True) -> int:
+        # ``beneath`` is not needed: one index range per item reads the item and what lies beneath it at once.
         if _flat_fields(test) is None:
             raise StorageError(f"delete_items: this backend cannot say {test} in SQL; select_items answered None")
         prefix = container + SEP

@@ -47,7 +47,7 @@ from retain.logd.paths import Field, Path, Wild
 from retain.logd.retain_rules import RetainRequest, RetainRule, cutoff, item_pattern, parse_retain, select
 from retain.logd.schema import Rule, Schema
 from retain.logd.steps import Step, drive
-from retain.logd.storage import KEYED, MAP, Reads, Selection
+from retain.logd.storage import KEYED, MAP, Reads, Selected, Selection
 from retain.logd.store import Session, Written
 from retain.logd.view import View, iter_items, leaves, locate, over_budget, read_value
 
@@ -165,16 +165,20 @@ def _steps(session: Session, request: RetainRequest, before_batch: BeforeBatch |
         try:
             read: _Read = yield Step(partial(_read, session, rule, now), writes=not store.backend.reads_apart)
             expired = read.selection.expired
+            # The commit at which nothing lies beneath the container's items, while only this pass commits.
+            clear_at = None if read.beneath else read.at
             for start in range(0, len(expired), request.batch):
                 batch = expired[start:start + request.batch]
                 if before_batch is not None:
                     before_batch(index, tuple(rule.item(name) for name, _ in batch))
-                written: Written | None = yield Step(partial(read.delete, session, batch, request.author),
+                written: Written | None = yield Step(partial(read.delete, session, batch, request.author, clear_at),
                                                      writes=True)
                 if written is None:
                     skipped += len(batch)  # the state moved under the pass; asking again reads it afresh
                 else:
                     committed.append((written.commit, len(batch)))
+                    # Right after ``clear_at`` this batch added tombstones only; after another's commit, who knows.
+                    clear_at = written.commit if clear_at is not None and written.commit == clear_at + 1 else None
         except LogdError as exc:
             raise _failed(exc, request, index, done, committed) from exc
         done.append(RuleResult(str(rule.path), sum(items for _, items in committed), read.selection.unreadable,
@@ -186,17 +190,22 @@ def _steps(session: Session, request: RetainRequest, before_batch: BeforeBatch |
 @dataclass(frozen=True, slots=True)
 class _Read:
     """What a rule read at commit ``at``: its selection, and how its batches are deleted -- by the backend's
-    guarded statement when the backend selected (``in_sql``), else as patches under preconditions."""
+    guarded statement when the backend selected (``in_sql``), else as patches under preconditions.
+    ``beneath``: whether records may lie beneath the items (False: the backend's selection saw none)."""
 
     rule: RetainRule
     selection: Selection
     at: int
     in_sql: bool
+    beneath: bool = True
 
-    def delete(self, session: Session, batch: tuple[tuple[str, str], ...], author: str | None) -> Written | None:
-        """One batch as one commit under its guard; None (nothing written) when the guard failed."""
+    def delete(self, session: Session, batch: tuple[tuple[str, str], ...], author: str | None,
+               clear_at: int | None = None) -> Written | None:
+        """One batch as one commit under its guard; None (nothing written) when the guard failed. ``clear_at``:
+        a commit at which no record lay beneath the container's items."""
         if self.in_sql:
-            return session.store._delete_items(session, self.rule.container, batch, self.rule.test, author=author)
+            return session.store._delete_items(session, self.rule.container, batch, self.rule.test, author=author,
+                                               clear_at=clear_at)
         paths = [self.rule.item(name) for name, _ in batch]
         precondition = {path: item_pattern(self.rule, stamp) for path, (_, stamp) in zip(paths, batch)}
         try:
@@ -218,13 +227,13 @@ def _read(session: Session, rule: RetainRule, now: datetime) -> _Read:
                             "inside !raw")
     with store.backend.reading() as reader:
         view = View(reader, reader.head()[0], session.scope_id)
-        selection = None if _raw_below(schema, container) else _select_in_sql(reader, view, rule, now, budget)
-        if selection is not None:
-            return _Read(rule, selection, view.at, in_sql=True)
+        selected = None if _raw_below(schema, container) else _select_in_sql(reader, view, rule, now, budget)
+        if selected is not None:
+            return _Read(rule, selected.selection, view.at, in_sql=True, beneath=selected.beneath)
         return _Read(rule, select(_items(view, rule, schema, budget), rule, now), view.at, in_sql=False)
 
 
-def _select_in_sql(reader: Reads, view: View, rule: RetainRule, now: datetime, budget: int) -> Selection | None:
+def _select_in_sql(reader: Reads, view: View, rule: RetainRule, now: datetime, budget: int) -> Selected | None:
     """The rule's selection in the backend's SQL, or None where the general path must read the items."""
     container = rule.container
     try:
@@ -244,7 +253,8 @@ def _select_in_sql(reader: Reads, view: View, rule: RetainRule, now: datetime, b
         return None
     if selected.records >= budget:
         raise over_budget(container, budget)  # with the container record itself, past the budget
-    return Selection(selected.selection.expired, own.unreadable + selected.selection.unreadable)
+    return Selected(Selection(selected.selection.expired, own.unreadable + selected.selection.unreadable),
+                    selected.records, selected.beneath)
 
 
 def _raw_below(schema: Schema, container: Path) -> bool:

@@ -188,7 +188,7 @@ class _Reads:
         expired = tuple(pair for part in parts for pair in part.expired)  # the ranges are in key order
         # Each range read up to the limit: under it, every one read all its records.
         return Selected(Selection(expired, sum(part.unreadable for part in parts)),
-                        min(limit, sum(part.records for part in parts)))
+                        min(limit, sum(part.records for part in parts)), any(part.beneath for part in parts))
 
     def _ranges(self, scope: int, container: str) -> list[tuple[str, str]]:
         """The container's records cut into key ranges ``(after, end)`` of about as many records each: one
@@ -235,7 +235,7 @@ def _selecting(test: ItemTest, scope: int, container: str, at: int,
                cutoff: datetime | None) -> tuple[str, dict[str, Any]] | None:
     """The selection statement over at most ``:page`` records of the container past the key ``:after``
     (before ``:end``): one row of (records read, unreadable items, the expired items' names and marks
-    joined, the last record's key)."""
+    joined, the last record's key, records beneath the items)."""
     stamp = compile_test(test, scope, "n.key", "n.value", prefix="s")  # over the newest version's row
     compiled = compile_test(test, scope, "item_key", "item_value")  # over the item as the level above names it
     if stamp is None or compiled is None:
@@ -243,17 +243,17 @@ def _selecting(test: ItemTest, scope: int, container: str, at: int,
     # The newest version of each record, its stamp computed once (an aggregate's other columns are computed as
     # each group comes out). Each level is a subquery with a LIMIT, which SQLite does not flatten into the
     # level above: the class too is computed once per record, however often the expressions above name it. A
-    # record beneath an item (SEP past the container's) counts against the limit but is no item. The mark a
-    # flat test's guard takes back is the version read; any other's, the stamp.
+    # record beneath an item (SEP past the container's) counts against the limit but is no item: its class is
+    # 'b'. The mark a flat test's guard takes back is the version read; any other's, the stamp.
     mark = "version" if compiled.flat else "s"
     statement = (
-        "SELECT count(*), total(class = 'u' AND instr(name, char(31)) = 0), group_concat(CASE WHEN "
-        "class = 'x' AND instr(name, char(31)) = 0 THEN name || char(30) || mark END, char(30)), max(item_key) "
-        "FROM (SELECT item_key, class, CASE WHEN class IS NOT NULL THEN substr(item_key, :cut) END AS name, mark "
-        f"FROM (SELECT item_key, {mark} AS mark, {compiled.classify('s')} AS class FROM ("
+        "SELECT count(*), total(class = 'u'), group_concat(CASE WHEN class = 'x' THEN substr(item_key, :cut) || "
+        "char(30) || mark END, char(30)), max(item_key), total(class = 'b') "
+        f"FROM (SELECT item_key, {mark} AS mark, CASE WHEN instr(substr(item_key, :cut), char(31)) > 0 THEN 'b' "
+        f"ELSE {compiled.classify('s')} END AS class FROM ("
         f"SELECT n.key AS item_key, n.value AS item_value, {_newest(scope, 'n.')} AS version, "
         f"{stamp.stamp} AS s FROM nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key > :after AND n.key < :end "
-        "AND n.rev <= :at GROUP BY n.key HAVING n.kind <> 0 ORDER BY n.key LIMIT :page) LIMIT -1) LIMIT -1)")
+        "AND n.rev <= :at GROUP BY n.key HAVING n.kind <> 0 ORDER BY n.key LIMIT :page) LIMIT -1)")
     return statement, {**stamp.params, **compiled.params, **cutoff_params(cutoff), "at": at,
                        "cut": len(container) + 2}
 
@@ -411,12 +411,12 @@ class SqliteBackend(_Reads):
 
     @_translated
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
-                     at: int, rev: int) -> int:
+                     at: int, rev: int, *, beneath: bool = True) -> int:
         guarded, test_params = self._guarded(test, scope)
         params = {**test_params, "batch": json.dumps(dict(items)), "prefix": container + SEP, "at": at, "rev": rev,
                   "scope": scope}
         held: int = self._db.execute(guarded, params).rowcount
-        if held == len(items):
+        if held == len(items) and beneath:
             # Every record beneath a deleted item goes with it (the view's newest version of each, unless gone).
             self._db.execute(
                 "INSERT INTO nodes (scope, key, rev, kind, value) SELECT :scope, key, :rev, 0, NULL FROM ("

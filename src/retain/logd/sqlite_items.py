@@ -100,9 +100,13 @@ class CompiledTest:
 
     def classify(self, s: str) -> str:
         """``'u'`` for an unreadable item, ``'x'`` for an expired one, NULL for one kept: the decision of
-        :func:`~retain.logd.retain_rules.select`. The canonical stamp is decided first, in one call."""
-        return (f"(CASE WHEN typeof({s}) <> 'text' THEN 'u' "
-                f"WHEN {_fast(s)} THEN (CASE WHEN {s} <= :cutoff_text AND {self.matches} THEN 'x' END) "
+        :func:`~retain.logd.retain_rules.select`. The canonical stamp is decided first, in one call.
+
+        Every mention of ``s`` costs a copy of the text (the backend names a column of a subquery), so the
+        common road names it as few times as it can: no ``typeof`` (a number, NULL or JSON text never has
+        the canonical shape, and fails :func:`_readable` too), and the year check only for a canonical stamp."""
+        return (f"(CASE WHEN {_canonical(s)} THEN (CASE WHEN {s} < '0001' THEN 'u' WHEN {s} > :cutoff_text THEN NULL "
+                f"WHEN {self.matches} THEN 'x' END) "
                 f"WHEN {_readable(s)} THEN (CASE WHEN {_instant_us(s)} <= :cutoff_us AND {self.matches} THEN 'x' END) "
                 "ELSE 'u' END)")
 
@@ -165,10 +169,11 @@ def _stamp(build: _Builder, age: tuple[str, ...], key: str, value: str) -> str:
 # -- RFC 3339 ------------------------------------------------------------------------------------
 
 
-def _fast(s: str) -> str:
-    """``s`` is a canonical UTC stamp of whole seconds, valid and past year 0: SQLite, made to recompute the
-    date (``+0 seconds``, which turns 02-30 into 03-02 and 24:00 into the next day), prints it back as it was."""
-    return f"(strftime('{_CANONICAL}', {s}, '+0 seconds') = {s} AND {s} >= '0001')"
+def _canonical(s: str) -> str:
+    """``s`` is a canonical UTC stamp of whole seconds and a valid date (year 0 included: the caller asks for
+    ``>= '0001'``): SQLite, made to recompute the date (``+0 seconds``, which turns 02-30 into 03-02 and 24:00
+    into the next day), prints it back as it was. A number is never equal to the text printed."""
+    return f"strftime('{_CANONICAL}', {s}, '+0 seconds') = {s}"
 
 
 _SHAPE = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][Tt][0-9][0-9]:[0-9][0-9]:[0-9][0-9]*"

@@ -8,7 +8,7 @@ threads selecting at once took longer than one thread selecting both ranges (doc
 
 A worker reads its job as one JSON document on stdin (the database, the commit, the statement and its parameters,
 the range, the limit), selects inside one read transaction of its own, at a lower priority than the caller's
-threads, and writes a JSON line per page as it goes: ``[records, unreadable, "names and marks joined"]``. It
+threads, and writes a JSON line per page as it goes: ``[records, unreadable, "names and marks joined", beneath]``. It
 writes ``"moved"`` instead when the store's compaction boundary passed the commit since the caller read it: a
 version the commit sees may be gone. Whatever goes wrong with a worker, the caller selects its range itself, on
 its own snapshot.
@@ -38,15 +38,17 @@ _NICE = 10  # a worker's niceness, added to the caller's
 
 class Part:
     """What a selection read of one key range, page by page: records, unreadable items, the expired
-    ``(name, mark)`` pairs in key order."""
+    ``(name, mark)`` pairs in key order, records beneath the items."""
 
     def __init__(self) -> None:
-        self.records = self.unreadable = 0
+        self.records = self.unreadable = self.beneath = 0
         self.expired: list[tuple[str, str]] = []
 
-    def add(self, read: int, unreadable: int, joined: str) -> None:
-        """One page's answer: its records, its unreadable items, its expired names and marks joined."""
-        self.records, self.unreadable = self.records + read, self.unreadable + unreadable
+    def add(self, read: int, unreadable: int, joined: str, beneath: int) -> None:
+        """One page's answer: its records, its unreadable items, its expired names and marks joined, its
+        records beneath items."""
+        self.records, self.unreadable, self.beneath = self.records + read, self.unreadable + unreadable, \
+            self.beneath + beneath
         if joined:
             parts = joined.split(_ITEMS)
             pairs = list(zip(parts[0::2], parts[1::2]))
@@ -56,20 +58,20 @@ class Part:
 
 
 def pages(db: sqlite3.Connection, statement: str, params: dict[str, Any], after: str, end: str,
-          limit: int) -> Iterator[tuple[int, int, str]]:
+          limit: int) -> Iterator[tuple[int, int, str, int]]:
     """The selection statement over the records past ``after`` and before ``end``, page after page (each starting
     past the last record the one before read), until ``limit`` records or the end of the range: each page's
-    records, unreadable items and expired names and marks joined.
+    records, unreadable items, expired names and marks joined, and records beneath items.
 
     Run inside one read transaction, so that every page sees one commit. A page's answer is short to turn into
     Python, so a long read never holds the GIL long enough to keep a server's writer waiting."""
     records = 0
     while records < limit:
         page = min(PAGE, limit - records)
-        read, unreadable, joined, last = db.execute(statement, params | {"after": after, "end": end,
-                                                                         "page": page}).fetchone()
+        read, unreadable, joined, last, beneath = db.execute(statement, params | {"after": after, "end": end,
+                                                                                  "page": page}).fetchone()
         records += read
-        yield read, int(unreadable), joined or ""
+        yield read, int(unreadable), joined or "", int(beneath)
         if read < page:
             return
         after = last

@@ -112,10 +112,13 @@ class ReadAhead:
 
 @dataclass(frozen=True, slots=True)
 class Selected:
-    """A backend's selection: :class:`Selection`'s answer, and how many records the read touched."""
+    """A backend's selection: :class:`Selection`'s answer, and how many records the read touched.
+    ``beneath``: whether any record lay beneath the container's items (False only when the backend
+    knows there was none, at the commit read)."""
 
     selection: Selection
     records: int
+    beneath: bool = True
 
 
 class Reads(Protocol):
@@ -180,11 +183,13 @@ class Backend(Reads, Protocol):
         ``parents`` in ``scope``, and :meth:`absent` of ``keys``."""
 
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
-                     at: int, rev: int) -> int:
+                     at: int, rev: int, *, beneath: bool = True) -> int:
         """Inside a transaction: tombstone (at ``rev``) every visible record of each item ``(name, mark)`` of
         ``container`` whose guard (:class:`ItemTest`, against what the mark says was read) holds at ``at``, in
         ``scope``'s view, writing in ``scope``. Returns how many items' guards held: fewer than ``len(items)``
-        means the caller must roll the transaction back. Only for items :meth:`select_items` selected."""
+        means the caller must roll the transaction back. Only for items :meth:`select_items` selected.
+        ``beneath`` False: the caller knows that no record lies beneath the items at ``at``; a backend may
+        then leave out looking for them."""
 
     def commits(self, first: int, scopes: Sequence[int]) -> Iterator[CommitRecord]:
         """Commits numbered ``first`` and later, in order, from the given scopes."""
