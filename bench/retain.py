@@ -142,10 +142,12 @@ def the_pass(path: str, items: int) -> None:
         result = drive(steps())
         seconds, cpu_s = time.perf_counter() - wall, cpu_seconds() - cpu
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        worker_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest selection worker
     read_select = (steps_done[0] if steps_done else wall + seconds) - wall
     print(json.dumps({"seconds": seconds, "cpu_s": cpu_s, "read_select_s": read_select, "deleted": result.deleted,
                       "commits": len(result.rules[0].commits), "skipped": result.rules[0].skipped,
-                      "peak_rss_mb": peak_kb / 1024, "base_rss_mb": base_kb / 1024}))
+                      "peak_rss_mb": peak_kb / 1024, "base_rss_mb": base_kb / 1024,
+                      "worker_rss_mb": worker_kb / 1024}))
 
 
 def serve(path: str, items: int) -> None:
@@ -222,6 +224,9 @@ def main() -> None:
     if sys.argv[1:2] == ["--write"]:
         write(int(sys.argv[2]), sys.argv[3], sys.argv[4])
         return
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print(__doc__)
+        return
     items = int(sys.argv[1]) if len(sys.argv) > 1 else ITEMS
     passes, raws, served = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -249,6 +254,7 @@ def main() -> None:
     expired = deleted.pop()
     peak = max(run["peak_rss_mb"] for run in passes)
     base = max(run["base_rss_mb"] for run in passes)
+    worker = max(run["worker_rss_mb"] for run in passes)
     writes = [latency for run in served for latency in run["writes"]]
     served_s = median(served, "seconds")
     write_p99, write_max = p99(writes) * 1000, max(writes) * 1000
@@ -263,14 +269,14 @@ def main() -> None:
     print(f"{'retain served, a writer beside it':<34} {served_s:>8.2f} {'':>8}   "
           f"{len(writes)} single-item patches during the passes: p99 {write_p99:.1f} ms, max {write_max:.1f} ms")
     print(f"ratio (pass / raw DELETE) {pass_s / raw_s:.2f} wall, {pass_cpu / raw_cpu:.2f} cpu; "
-          f"pass peak RSS {peak:.0f} MB (after opening the store: {base:.0f} MB)")
+          f"pass peak RSS {peak:.0f} MB (after opening the store: {base:.0f} MB; its selection worker {worker:.0f} MB)")
     print(json.dumps({"bench": "retain", "ratio": round(pass_s / raw_s, 3), "ratio_cpu": round(pass_cpu / raw_cpu, 3),
                       "peak_rss_mb": round(peak, 1), "write_p99_ms": round(write_p99, 2),
                       "write_max_ms": round(write_max, 2), "writes": len(writes), "served_pass_s": round(served_s, 3),
                       "pass_s": round(pass_s, 3), "raw_delete_s": round(raw_s, 3), "pass_cpu_s": round(pass_cpu, 3),
                       "raw_delete_cpu_s": round(raw_cpu, 3), "read_select_s": round(read_s, 3),
                       "delete_s": round(delete_s, 3), "items": items, "deleted": expired,
-                      "commits": passes[0]["commits"], "base_rss_mb": round(base, 1), "rounds": ROUNDS,
+                      "commits": passes[0]["commits"], "base_rss_mb": round(base, 1), "worker_rss_mb": round(worker, 1), "rounds": ROUNDS,
                       "build_s": round(build_s, 1)}))
 
 
