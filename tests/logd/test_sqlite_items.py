@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
+import signal
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -241,8 +242,8 @@ def in_ranges(monkeypatch, ranges: int) -> list:
     answers: list = []
     result = sqlite_pages.Worker.result
 
-    def noted(worker):
-        answers.append(result(worker))
+    def noted(worker, timeout):
+        answers.append(result(worker, timeout))
         return answers[-1]
     monkeypatch.setattr(sqlite_pages.Worker, "result", noted)
     return answers
@@ -323,6 +324,21 @@ class TestWorkers:
             got = reader.select_items(0, "\x1fjobs", at, DONE, NOW.replace(day=11), BIG)
         assert got == whole
         assert answers == [None]
+
+    def test_a_stuck_worker_is_ended_and_its_range_read_by_the_caller(self, jobs, monkeypatch, caplog):
+        """A worker that never answers holds the selection no longer than its patience: it is ended, and the
+        caller reads its range."""
+        whole = select_jobs(jobs)
+        answers = in_ranges(monkeypatch, 2)
+        monkeypatch.setattr(sqlite_module, "_WORKER_PATIENCE", 0.2)
+        monkeypatch.setattr(sqlite_pages, "_command", lambda: [sys.executable, "-c", "import time; time.sleep(600)"])
+        started: list = []
+        start = sqlite_pages.Worker.start
+        monkeypatch.setattr(sqlite_pages.Worker, "start", lambda *args: started.append(start(*args)) or started[-1])
+        assert select_jobs(jobs) == whole
+        assert answers == [None]
+        assert "did not answer within" in caplog.text
+        assert [worker._process.returncode for worker in started] == [-signal.SIGKILL]
 
     def test_workers_answer_for_their_ranges(self, jobs, monkeypatch):
         """On a quiet store every worker answers, and the answer is the one read in one range."""

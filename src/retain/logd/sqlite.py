@@ -33,6 +33,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -56,6 +57,7 @@ _SCOPED = 1 << 48  # added to a scope's revs so that max() prefers a scope's ver
 _STATEMENTS = 64  # guarded-delete statements kept, by test and scope
 _RANGE = 65536  # the fewest records a selection gives a range of its own: below, a worker costs what it saves
 _RANGES = 4  # the most ranges a selection runs at once, however many cores there are
+_WORKER_PATIENCE = 10.0  # a worker may take 10 s more than 10 times the reader's own range, then is ended
 _CHECKPOINT_PAUSE = 0.05  # seconds between two checkpoints at least (each one syncs the file)
 
 _SCHEMA = """
@@ -176,10 +178,13 @@ class _Reads:
         path = self._path
         workers = [Worker.start(path, at, statement, params, start, stop, limit) for start, stop in others] \
             if path is not None else []
+        started = time.monotonic()
         try:
             parts = [select_pages(self._db, statement, params, after, end, limit)]
+            # A worker's range is about as large as the one read here: one ten times as slow, and 10 s more, is stuck.
+            patience = _WORKER_PATIENCE + _WORKER_PATIENCE * (time.monotonic() - started)
             for index, (start, stop) in enumerate(others):
-                answered = workers[index].result() if workers else None
+                answered = workers[index].result(patience) if workers else None
                 # A worker that could not answer: its range read here, on this snapshot.
                 parts.append(answered or select_pages(self._db, statement, params, start, stop, limit))
         finally:

@@ -10,8 +10,9 @@ A worker reads its job as one JSON document on stdin (the database, the commit, 
 the range, the limit), selects inside one read transaction of its own, at a lower priority than the caller's
 threads, and writes a JSON line per page as it goes: ``[records, unreadable, "names and marks joined", beneath]``. It
 writes ``"moved"`` instead when the store's compaction boundary passed the commit since the caller read it: a
-version the commit sees may be gone. Whatever goes wrong with a worker, the caller selects its range itself, on
-its own snapshot.
+version the commit sees may be gone. Whatever goes wrong with a worker -- it cannot start, fails, declines, or
+takes far longer than the caller's own range (it is then ended) -- the caller selects its range itself, on its
+own snapshot.
 """
 
 from __future__ import annotations
@@ -145,11 +146,18 @@ class Worker:
         said = self._errors.read()[-4000:].decode(errors="replace").strip()
         log.warning("logd: a selection worker failed (exit %s)%s", returncode, f": {said}" if said else "")
 
-    def result(self) -> Part | None:
-        """The worker's part once it has answered; None when the caller must select the range itself."""
+    def result(self, timeout: float) -> Part | None:
+        """The worker's part once it has answered; None when the caller must select the range itself -- also
+        when the worker has not answered within ``timeout`` seconds (it is ended: a stuck worker must not hold
+        the pass)."""
         if self._reader is None:
             return None
-        self._reader.join()
+        self._reader.join(timeout)
+        if self._reader.is_alive():
+            log.warning("logd: a selection worker did not answer within %.1f s; selecting its range in this "
+                        "process", timeout)
+            self.stop()
+            return None
         return self._part
 
     def stop(self) -> None:
