@@ -30,6 +30,15 @@ class TestRedisServer:
             server.start()
             assert server.port == port and server.client().ping()
 
+    def test_start_on_a_running_server_starts_nothing(self):
+        """start() and then the server as a context manager (which starts it too) run one process, and none
+        is left after the block."""
+        server = RedisServer().start()
+        process = server._child.process
+        with server:
+            assert server._child.process is process and server.client().ping()
+        assert process.poll() is not None
+
     def test_config_is_applied(self):
         """config= passes server settings at start."""
         with RedisServer(config={"stream-node-max-entries": "7"}) as server:

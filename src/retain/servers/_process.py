@@ -128,11 +128,14 @@ class ManagedServer(StartedOnEnter):
         raise NotImplementedError
 
     def start(self) -> Self:
-        """Start the server (again: same port, same files) and wait until it answers.
+        """Start the server (again: same port, same files) and wait until it answers; a server running already
+        is left as it is (``start()`` then ``with server:`` once launched a second one and lost the first).
 
         Raises:
             ServerStartError: it did not come up (the message carries its log's tail); what it made is removed.
         """
+        if self._child is not None and self._child.alive():
+            return self
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
             self._launch()
