@@ -90,8 +90,8 @@ def select_pages(db: sqlite3.Connection, statement: str, params: dict[str, Any],
 class Worker:
     """One key range selected by a worker process while the caller selects another.
 
-    :meth:`start` never raises: a worker that cannot start, fails or finds its commit compacted answers None
-    from :meth:`result`, and the caller selects the range itself. The worker sends its pages as it reads them,
+    :meth:`start` never raises: a worker that cannot start, fails, finds its commit compacted or does not answer
+    in time answers None from :meth:`result`, and the caller selects the range itself. The worker sends its pages as it reads them,
     one JSON line each, and a thread here gathers them: no answer is ever one long decode holding the GIL."""
 
     def __init__(self, process: subprocess.Popen[bytes] | None, job: bytes, errors: IO[bytes] | None) -> None:
@@ -120,24 +120,24 @@ class Worker:
     def _gather(self, job: bytes) -> None:
         process = self._process
         assert process is not None and process.stdin is not None and process.stdout is not None
-        part, moved = Part(), False
+        part, whole = Part(), True
         try:
             process.stdin.write(job)
             process.stdin.close()
             for line in process.stdout:
                 page = json.loads(line)
                 if page == "moved":
-                    moved = True
+                    whole = False
                 else:
                     part.add(*page)
         except (OSError, ValueError) as exc:  # a worker killed, or its answer cut short
             log.warning("logd: a selection worker broke off: %s", exc)
-            moved = True
+            whole = False
         finally:
             process.stdout.close()
         if process.wait() != 0:
             self._log_failure(process.returncode)
-        elif not moved:
+        elif whole:
             self._part = part
 
     def _log_failure(self, returncode: int) -> None:
