@@ -39,6 +39,17 @@ class TestRedisServer:
             assert server._child.process is process and server.client().ping()
         assert process.poll() is not None
 
+    def test_start_after_the_server_died_lets_go_of_the_dead_one(self):
+        """A server killed under a test and started again: the dead process's log file is closed, a new process
+        answers on the same port."""
+        with RedisServer() as server:
+            dead, port = server._child, server.port
+            dead.process.kill()
+            dead.process.wait()
+            server.start()
+            assert dead._log_file.closed
+            assert server._child is not dead and server.port == port and server.client().ping()
+
     def test_config_is_applied(self):
         """config= passes server settings at start."""
         with RedisServer(config={"stream-node-max-entries": "7"}) as server:

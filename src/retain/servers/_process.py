@@ -134,8 +134,10 @@ class ManagedServer(StartedOnEnter):
         Raises:
             ServerStartError: it did not come up (the message carries its log's tail); what it made is removed.
         """
-        if self._child is not None and self._child.alive():
-            return self
+        if self._child is not None:
+            if self._child.alive():
+                return self
+            self.stop()  # it died (a test killed it): let go of its log file before launching again
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
             self._launch()
