@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+import redis
 
 from retain.archive import Archive, StreamId, fold, fold_boundary, fold_then_trim, fold_then_trim_all, read, trim_past
 from retain.errors import (
@@ -18,6 +19,8 @@ from retain.errors import (
 from retain.servers import free_port
 from retain.streams import StreamRef
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId
+from tests.helpers.rival import proxied
+from tests.helpers.streams import append as append_entries
 
 
 def ids_of(entries) -> list[bytes]:
@@ -149,6 +152,23 @@ class TestFoldBoundary:
         ids = append(stream, 30)
         expected = StreamId.parse(ids[-keep - 1]) if keep < 30 else None
         assert fold_boundary(redis_conn, stream, MaxLen(keep)) == expected
+
+    def test_a_rival_trim_between_reads_does_not_move_it(self, redis_server, stream):
+        """1,500 entries, MaxLen(1000), and a rival that trims the 300 oldest right after any read is answered:
+        the boundary is the 500th entry. Read as XLEN, then the len - n oldest, it was the 800th."""
+        def rival(command):
+            previous = proxy.commands[-2] if len(proxy.commands) > 1 else ()
+            if previous[1:2] == (stream.key.encode(),) and not done:  # the first read of the stream was answered
+                done.append(proxy.direct.xtrim(stream.key, minid=ids[300].decode(), approximate=False))
+
+        done: list[int] = []
+        with proxied(redis_server, rival) as proxy, redis_server.client() as direct:
+            ids = append_entries(direct, stream.key, 1500)
+            with redis.Redis.from_url(proxy.url) as conn:
+                boundary = fold_boundary(conn, stream, MaxLen(1000))
+        assert done == [300], "the rival trimmed between two of the fold's reads"
+        assert boundary == StreamId.parse(ids[499]), \
+            f"the boundary is entry #{ids.index(str(boundary).encode()) + 1}, not #500"
 
     def test_age_windows(self, redis_conn, stream):
         """MinId, MaxAge and MinStreamId drop up to just below their floor."""

@@ -40,6 +40,7 @@ from retain.clock import utc_now
 from retain.errors import (ArchiveConflict, ArchiveTimeout, ArchiveUnavailable, InvalidInput, InvalidWindow,
                            RetainError, UnarchivableEntry)
 from retain.ids import StreamId, upper_bound
+from retain.streams.boundary import BoundaryRead, boundary_read, read_boundary
 from retain.streams.keys import Stream, key_of
 from retain.streams.trim import check_limit, trim, xtrim_command
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId, Window, require_aware
@@ -335,8 +336,10 @@ class _Folder:
 def fold_boundary(conn: Any, stream: Stream, window: Window, now: datetime | None = None) -> StreamId | None:
     """The highest id ``window`` drops from ``stream`` now, or None if it drops nothing.
 
-    For ``MaxLen(n)``: the (n+1)-th newest id (reads at most min(n+1, XLEN-n)
-    entries). For ``MinId``, ``MaxAge`` (resolved against ``now``, which it then
+    For ``MaxLen(n)``: the (n+1)-th newest id, read in one command that no
+    other client's trim, delete or append can split
+    (:mod:`retain.streams.boundary`; ``XLEN`` first only picks the cheaper
+    form). For ``MinId``, ``MaxAge`` (resolved against ``now``, which it then
     requires) and ``MinStreamId``: the id just below the floor.
 
     Raises:
@@ -352,12 +355,8 @@ def fold_boundary(conn: Any, stream: Stream, window: Window, now: datetime | Non
     if not isinstance(window, MaxLen):
         raise InvalidWindow(f"window must be MaxLen, MinId, MaxAge or MinStreamId (got {window!r})")
     with translate_errors(key):
-        dropped = conn.xlen(key) - window.count
-        if dropped <= 0:
-            return None
-        if dropped <= window.count + 1:
-            return StreamId.parse(conn.xrange(key, "-", "+", count=dropped)[-1][0])
-        return StreamId.parse(conn.xrevrange(key, "+", "-", count=window.count + 1)[-1][0])
+        expected = int(conn.xlen(key))
+    return read_boundary(conn, key, window.count, expected)
 
 
 def fold_then_trim(conn: Any, stream: Stream, archive: Archive, window: Window, now: datetime | None = None, *,
@@ -565,9 +564,9 @@ def _read_tails(reader: Any, pending: list[_Pending], now: datetime | None, coun
 
 
 def _boundaries(conn: Any, pending: list[_Pending], now: datetime | None) -> None:
-    """Each stream's boundary, as :func:`fold_boundary` finds it, with the lengths XINFO gave and the
-    XRANGEs a MaxLen window needs sent in one pipeline."""
-    asked: list[tuple[_Pending, tuple[str, ...]]] = []
+    """Each stream's boundary, as :func:`fold_boundary` finds it: the commands a MaxLen window needs in one
+    pipeline, each one read alone (the length XINFO gave only picks the cheaper form)."""
+    asked: list[tuple[_Pending, BoundaryRead]] = []
     for item in pending:
         if item.error is not None:
             continue
@@ -579,19 +578,15 @@ def _boundaries(conn: Any, pending: list[_Pending], now: datetime | None) -> Non
             except RetainError as error:
                 item.error = error
             continue
-        dropped = item.info.length - window.count
-        if dropped <= 0:
-            continue
-        command: tuple[str, ...] = (
-            ("XRANGE", item.key, "-", "+", "COUNT", str(dropped)) if dropped <= window.count + 1
-            else ("XREVRANGE", item.key, "+", "-", "COUNT", str(window.count + 1)))
-        asked.append((item, command))
-    answers = _send_all(conn, [command for _, command in asked])
-    for (item, _), answer in zip(asked, answers):
+        read = boundary_read(item.key, window.count, item.info.length)
+        if read is not None:
+            asked.append((item, read))
+    answers = _send_all(conn, [read.command for _, read in asked])
+    for (item, read), answer in zip(asked, answers):
         if isinstance(answer, RetainError):
             item.error = answer
-        elif answer:
-            item.boundary = StreamId.parse(answer[-1][0])
+        else:
+            item.boundary = read.boundary(answer)
 
 
 def _read_infos(conn: Any, pending: list[_Pending]) -> None:

@@ -35,7 +35,7 @@ from retain import _fields
 from retain._fields import Where
 from retain.errors import InvalidPolicy, InvalidStreamId
 from retain.ids import StreamId
-from retain.windows import minid_floor
+from retain.windows import MaxLen, minid_floor
 
 __all__ = ["GroupState", "GroupTrim", "PROTECT_MODES", "Protect", "ProtectedPlan", "parse_groups", "plan_protected",
            "protected_floor", "trim_protected", "undelivered_trimmed"]
@@ -257,30 +257,17 @@ class PendingCounter:
         return [key for key, item in seen.items() if item.removed and any(group.pending for group in item.groups)]
 
 
-def nth_newest(conn: Any, key: str, length: int, n: int) -> StreamId | None:
-    """The id of the ``n``-th newest entry (from 1) of a stream of ``length``; None when it has fewer.
-
-    Reads at most ``min(n, length - n + 1)`` entries, from whichever end is nearer.
-    """
-    if n <= 0 or length < n:
-        return None
-    from_oldest = length - n + 1
-    page = (conn.xrange(key, "-", "+", count=from_oldest) if from_oldest <= n
-            else conn.xrevrange(key, "+", "-", count=n))
-    return StreamId.parse(page[-1][0]) if page else None
-
-
 def first_kept(conn: Any, key: str, window: Any, length: int) -> StreamId | None:
-    """The first id ``window`` (MaxLen or MinId) keeps of a stream of ``length``; None when it removes nothing."""
+    """The MINID floor that keeps what ``window`` (MaxLen or MinId) keeps of ``key``; None when it removes nothing.
+
+    For a MaxLen, the id just above its boundary, read in one command that no other client can split
+    (:mod:`retain.streams.boundary`); ``length`` is what the caller last saw, and only picks the cheaper form.
+    """
+    from retain.streams.boundary import first_kept as floor_past, read_boundary
     from retain.windows import MaxLen
 
     if isinstance(window, MaxLen):
-        if length <= window.count:
-            return None
-        if window.count == 0:
-            newest = conn.xrevrange(key, "+", "-", count=1)
-            return StreamId.parse(newest[0][0]).successor() if newest else None
-        return nth_newest(conn, key, length, window.count)
+        return floor_past(read_boundary(conn, key, window.count, length))
     return StreamId.parse(window.floor)
 
 
@@ -318,7 +305,7 @@ def plan_protected(conn: Any, entry: Any, now: datetime, size: Any) -> Protected
         floors = [first_kept(conn, key, cut.window, length) for cut in candidates(entry.window, now, size)]
         limit_floor = max((floor for floor in floors if floor is not None), default=None)
         lag = (lag_floor(protect, now, ()) if isinstance(protect.max_lag, timedelta)
-               else nth_newest(conn, key, length, protect.max_lag))
+               else first_kept(conn, key, MaxLen(protect.max_lag), length))
     floor = protected_floor(limit_floor, needed_from(groups, protect.mode), lag)
     approx = any(getattr(limit, "approx", True) for limit in _limits(entry.window))
     return ProtectedPlan(floor, groups, length, approx)
