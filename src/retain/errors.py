@@ -15,12 +15,14 @@
     ├── ServerUnavailable (ConnectionError)  the server could not be reached or dropped the link
     ├── AuthenticationError (PermissionError)  the server refused the credentials, required some, or denied a command
     ├── ServerStartError (RuntimeError)    an embedded server (retain.servers) did not come up; carries its log
+    ├── LeaseLost                          a replica no longer holds the lease of a stream's shard: it stops there
     ├── ArchiveError                       the archive's object store failed, or holds the unexpected
     │   ├── ArchiveUnavailable (ConnectionError)     the store could not be reached, or an I/O failed
     │   │   └── ArchiveTimeout (TimeoutError)   an archive call of a beat passed the driver's deadline
     │   ├── ArchiveAccessDenied (PermissionError)    the store refused the credentials
     │   ├── ArchiveObjectExists (FileExistsError)    a create-only write found its name taken
     │   │   └── ArchiveConflict            a commit lost to a rival's commit of the same stream (the fence)
+    │   │       └── ArchiveFenced (LeaseLost)  a commit's fencing token is older than one the table holds
     │   ├── ArchiveObjectMissing (FileNotFoundError) an object the layout names is not there
     │   ├── ArchiveCorrupt                 an object does not hold what the layout says it holds
     │   │   └── ArchiveGap                 the live tier trimmed past W: the archive lacks entries it should hold
@@ -82,6 +84,8 @@ __all__ = [
     "InvalidStreamName",
     "InvalidWindow",
     "LOGD_ERRORS",
+    "LeaseLost",
+    "ArchiveFenced",
     "Forbidden",
     "LimitExceeded",
     "Unauthenticated",
@@ -164,6 +168,14 @@ class AuthenticationError(RetainError, PermissionError):
 
 class ServerStartError(RetainError, RuntimeError):
     """An embedded server (:mod:`retain.servers`) did not come up; the message carries the tail of its log."""
+
+
+class LeaseLost(RetainError):
+    """This replica no longer holds the lease of a stream's shard: another replica trims and folds it now.
+
+    Raised for the streams a beat had planned before the lease ran out (or was found taken): the replica
+    starts no further step on them, and the next beat leaves them to their holder.
+    """
 
 
 class LogdError(RetainError):
@@ -334,6 +346,18 @@ class ArchiveObjectMissing(ArchiveError, FileNotFoundError):
 
 class ArchiveCorrupt(ArchiveError):
     """An object does not hold what the layout says: a damaged data file, a bad manifest, an unknown format."""
+
+
+class ArchiveFenced(ArchiveConflict, LeaseLost):
+    """A commit carried a fencing token older than the one the table holds for its shard: a replica that took
+    the lease since has committed, so this (deposed) replica's late commit is refused.
+
+    ``streams`` names the streams of the refused commit whose fence is stale.
+    """
+
+    def __init__(self, message: str, streams: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.streams = streams
 
 
 class ArchiveGap(ArchiveCorrupt):

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import redis
 
-from retain.archive import Archive, StreamId, fold, fold_boundary, fold_then_trim, fold_then_trim_all, read, trim_past
+from retain.archive import Archive, StreamId, fold, fold_boundary, fold_then_trim, read, trim_past
 from retain.errors import (
     ArchiveUnavailable,
     InvalidInput,
@@ -114,35 +114,6 @@ class TestFold:
         assert ids_of(read(conn, stream, archive, count=64)) == ids
         conn.delete(stream.key)
         conn.close()
-
-
-class TestFoldThenTrimAll:
-    def test_many_small_folds_are_the_files_one_fold_makes(self, redis_conn, archive, append):
-        """A beat's streams, their files encoded together: each stream's W, entries and merge-read are what
-        a fold of that stream alone gives."""
-        refs = [StreamRef("beat", f"s{number}") for number in range(12)]
-        appended = {ref.key: append(ref, 5 + number) for number, ref in enumerate(refs)}
-        outcomes = fold_then_trim_all(redis_conn, [(ref, MaxLen(2, approx=False)) for ref in refs], archive)
-        assert all(outcome.error is None for outcome in outcomes)
-        for ref in refs:
-            ids = appended[ref.key]
-            assert archive.watermark(ref) == StreamId.parse(ids[-3])
-            assert archive.state(ref).entries == len(ids) - 2 and redis_conn.xlen(ref.key) == 2
-            assert ids_of(read(redis_conn, ref, archive)) == ids
-
-    def test_an_unarchivable_entry_fails_its_stream_alone(self, redis_conn, archive, append):
-        """One stream holds a field name no file can hold: it fails with UnarchivableEntry, untrimmed; the
-        streams beside it fold and trim as ever."""
-        refs = [StreamRef("beat", f"s{number}") for number in range(3)]
-        appended = {ref.key: append(ref, 5) for ref in refs}
-        redis_conn.xadd(refs[1].key, {b"\xff": b"1"})
-        outcomes = {outcome.stream: outcome for outcome in
-                    fold_then_trim_all(redis_conn, [(ref, MaxLen(0, approx=False)) for ref in refs], archive)}
-        assert isinstance(outcomes[refs[1].key].error, UnarchivableEntry)
-        assert archive.watermark(refs[1]) is None and redis_conn.xlen(refs[1].key) == 6
-        for ref in (refs[0], refs[2]):
-            assert outcomes[ref.key].error is None and redis_conn.xlen(ref.key) == 0
-            assert archive.watermark(ref) == StreamId.parse(appended[ref.key][-1])
 
 
 class TestFoldBoundary:

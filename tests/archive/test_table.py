@@ -11,10 +11,11 @@ import pytest
 
 from retain.archive import Archive, StreamId, read
 from retain.archive.files import FileWriter
-from retain.archive.table import Advance
+from retain.archive.table import Advance, Fence
 from retain.errors import (
     ArchiveAccessDenied,
     ArchiveConflict,
+    ArchiveFenced,
     ArchiveCorrupt,
     ArchiveError,
     ArchiveObjectExists,
@@ -134,6 +135,54 @@ class TestFence:
         with pytest.raises(ArchiveObjectExists):
             archive.location.put_new(file.path, b"other bytes", "rewriting a file")
         assert archive.location.get(file.path) == before
+
+
+class TestFencingToken:
+    """A replica's lease token travels with its commits: a deposed replica's late commit is refused."""
+
+    def test_a_token_below_the_tables_is_refused(self, archive):
+        """Once a commit carried token 200 for a claim, one with token 100 for any stream of it is refused,
+        naming the stream, and nothing is written; an equal or higher token commits."""
+        one, two = RawKey("fenced:one"), RawKey("fenced:two")
+        archive.commit([replace_fence(advance(archive, one, None, "1-0"), Fence("lease/shard-3", 200))])
+        late = replace_fence(advance(archive, two, None, "1-0"), Fence("lease/shard-3", 100))
+        with pytest.raises(ArchiveFenced) as caught:
+            archive.commit([late])
+        assert caught.value.streams == (two.key,) and archive.watermark(two) is None
+        assert archive.version == 1
+        archive.commit([replace_fence(late, Fence("lease/shard-3", 200))])
+        assert archive.watermark(two) == StreamId(1, 0)
+
+    @pytest.mark.parametrize("kind", SHARED_STORES)
+    def test_a_deposed_writer_loses_even_on_another_stream(self, kind, tmp_path, request):
+        """Writer two read the table before writer one (the new holder of the claim) committed another stream
+        of the same shard: two's commit loses in delta-rs's check of the claim's app id alone, and read
+        again it is fenced."""
+        seaweed = request.getfixturevalue("seaweed_server") if kind == "s3" else None
+        one, url, options = open_archive(kind, tmp_path, seaweed)
+        left, right = RawKey("fenced:left"), RawKey("fenced:right")
+        one.commit([replace_fence(advance(one, left, None, "1-0"), Fence("lease/shard-7", 100))])
+        two = Archive(url, **options)
+        assert two.watermark(right) is None  # two's snapshot, before one's next commit
+        one.commit([replace_fence(advance(one, left, StreamId(1, 0), "2-0"), Fence("lease/shard-7", 200))])
+        late = replace_fence(advance(two, right, None, "1-0"), Fence("lease/shard-7", 100))
+        with pytest.raises(ArchiveConflict):
+            two.commit([late])
+        with pytest.raises(ArchiveFenced):
+            two.commit([late])
+        assert Archive(url, **options).watermark(right) is None
+
+    def test_the_token_is_written_once_per_claim(self, archive):
+        """Two streams of one claim in one commit write its token once, as a Delta app transaction."""
+        one, two = RawKey("fenced:a"), RawKey("fenced:b")
+        fence = Fence("lease/shard-1", 42)
+        archive.commit([replace_fence(advance(archive, one, None, "1-0"), fence),
+                        replace_fence(advance(archive, two, None, "1-0"), fence)])
+        assert table_of(archive).transaction_version("lease/shard-1") == 42
+
+
+def replace_fence(change: Advance, fence: Fence) -> Advance:
+    return Advance(change.stream, change.before, change.after, change.files, change.ordinal, fence)
 
 
 class TestReading:

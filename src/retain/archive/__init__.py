@@ -5,7 +5,8 @@ files and app transactions (:mod:`~retain.archive.layout`), the columns
 (:mod:`~retain.archive.columns`), the Parquet data files
 (:mod:`~retain.archive.files`), the table and its watermarks W
 (:mod:`~retain.archive.table`), the pure plan of a fold-then-trim
-(:mod:`~retain.archive.plan`), the fold (:mod:`~retain.archive.fold`), the
+(:mod:`~retain.archive.plan`), the fold of one stream (:mod:`~retain.archive.fold`)
+and of a driver's beat of many (:mod:`~retain.archive.beat`), the
 merge-read (:mod:`~retain.archive.read`), a consumer group's catch-up from the
 archive (:mod:`~retain.archive.catch_up`), maintenance and expiry
 (:mod:`~retain.archive.maintenance`), SQL over the table
@@ -24,6 +25,7 @@ Example:
     ...     ...
 """
 
+from retain.archive.beat import fold_then_trim_all
 from retain.archive.catch_up import catch_up
 from retain.archive.columns import FILE_SCHEMA, TABLE_SCHEMA
 from retain.archive.files import FORMAT_VERSION
@@ -35,7 +37,6 @@ from retain.archive.fold import (
     fold,
     fold_boundary,
     fold_then_trim,
-    fold_then_trim_all,
 )
 from retain.archive.maintenance import (
     MaintenanceReport,
@@ -50,7 +51,7 @@ from retain.archive.migrate import MigrationReport, migrate
 from retain.archive.plan import FoldTrimPlan, plan_fold_trim, trim_past
 from retain.archive.query import query
 from retain.archive.read import read, read_arrow
-from retain.archive.table import Archive, ArchivedFile, StreamState
+from retain.archive.table import Archive, ArchivedFile, Fence, StreamState
 from retain.archive.verify import Damage, VerifyReport, verify
 from retain.errors import (
     ArchiveAccessDenied,
@@ -85,6 +86,7 @@ __all__ = [
     "ArchiveTimeout",
     "ArchiveUnavailable",
     "ArchivedFile",
+    "Fence",
     "Damage",
     "FoldProgress",
     "FoldResult",

@@ -20,16 +20,23 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from typing import Any, TypeVar
 
 import redis
 
 from retain._redis import translate_errors
+from retain.archive.files import FileWriter
 from retain.ids import StreamId
 
-__all__ = ["Chunks", "paused_gc", "raw_reader"]
+T = TypeVar("T")
+
+__all__ = ["PUT_THREADS", "Chunks", "LazyExecutor", "Workers", "paused_gc", "raw_reader", "read_file"]
+
+#: data files a beat stores at once (retain.archive.beat)
+PUT_THREADS = 8
 
 _gc_lock = threading.Lock()
 _gc_holders = 0
@@ -176,3 +183,50 @@ class Chunks:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class LazyExecutor(Executor):
+    """An executor of ``threads`` threads (one by default) that start with its first task."""
+
+    def __init__(self, name: str, threads: int = 1) -> None:
+        self.name, self.threads = name, threads
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=self.name)
+        return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait, cancel_futures=cancel_futures)
+
+
+class Workers:
+    """How a fold runs: the GC paused, the next XRANGE asked for ahead, row groups encoded on a thread of
+    their own, data files stored a few at a time (a beat's many small ones). Each pool starts with its first
+    task: a small fold (one row group, one file) starts none. Entered on ``stack``, which ends them."""
+
+    prefetch = True
+
+    def __init__(self, stack: ExitStack) -> None:
+        stack.enter_context(paused_gc())
+        self.encoder: Executor = stack.enter_context(LazyExecutor("retain-fold-encode"))
+        self.putter: Executor = stack.enter_context(LazyExecutor("retain-fold-put", PUT_THREADS))
+
+
+def read_file(conn: Any, key: str, low: StreamId, boundary: StreamId, *, count: int, limit: int,
+              workers: Workers, tell: Callable[[int], None] | None = None) -> tuple[FileWriter, bool]:
+    """Read up to ``limit`` entries of ``low..boundary`` into a file; also say whether the range is exhausted."""
+    writer = FileWriter(key, encoder=workers.encoder)
+    chunks = Chunks(conn, key, low, boundary, count=count, limit=limit, prefetch=workers.prefetch)
+    try:
+        for chunk in chunks:
+            writer.add(chunk)
+            if tell is not None:
+                tell(writer.count)
+    except BaseException:
+        chunks.close()  # an answer asked for ahead is read off the connection before it goes back to the pool
+        writer.abandon()
+        raise
+    return writer, chunks.exhausted

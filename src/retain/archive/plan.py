@@ -13,7 +13,7 @@ how many entries wait after W up to the boundary. :func:`plan_fold_trim` says:
   of it (INV-WINDOW). With nothing archived and nothing folded, no trim.
 
 :func:`~retain.archive.fold.fold_then_trim`,
-:func:`~retain.archive.fold.fold_then_trim_all` (a retention driver's beat) and
+:func:`~retain.archive.beat.fold_then_trim_all` (a retention driver's beat) and
 the dry run (:func:`retain.retention.preview`) decide by it, and
 :func:`~retain.archive.fold.fold` makes its min-entries cut by it: the rules
 above are written here once.

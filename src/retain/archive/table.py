@@ -63,12 +63,12 @@ from retain.archive.layout import (
 from retain.archive.legacy import segments as legacy_segments
 from retain.archive.legacy.store import LegacyStore
 from retain.archive.location import Location
-from retain.errors import ArchiveConflict, ArchiveCorrupt, ArchiveError, ArchiveObjectMissing
+from retain.errors import ArchiveConflict, ArchiveCorrupt, ArchiveError, ArchiveFenced, ArchiveObjectMissing
 from retain.ids import StreamId
 from retain.streams.keys import Stream, key_of
 
-__all__ = ["DEFAULT_LOG_RETENTION", "DEFAULT_VACUUM_RETENTION", "ORPHAN_RETENTION", "REOPEN_EVERY", "TABLE_PROPERTIES", "Advance", "Archive",
-           "ArchivedFile", "Rewrite", "StreamState", "delta_interval"]
+__all__ = ["DEFAULT_LOG_RETENTION", "DEFAULT_VACUUM_RETENTION", "ORPHAN_RETENTION", "REOPEN_EVERY", "TABLE_PROPERTIES",
+           "Advance", "Archive", "ArchivedFile", "Fence", "Rewrite", "StreamState", "delta_interval"]
 
 #: commits after which the shared DeltaTable is opened afresh (delta-rs checkpoints every 100 too)
 REOPEN_EVERY = 100
@@ -145,6 +145,22 @@ class StreamState:
 
 
 @dataclass(frozen=True)
+class Fence:
+    """A writer's claim on some streams, carried into every commit of them (a replica's lease of a shard).
+
+    The commit writes ``token`` as the app transaction ``app_id``; a commit whose token is below the one the
+    table already holds for ``app_id`` is refused (:class:`~retain.errors.ArchiveFenced`): a writer that took
+    the claim since has committed, so the deposed one's late commit must not land. Tokens only grow.
+    ``valid()`` says whether the writer still holds the claim by its own clock: a beat asks it before each
+    step and starts none once it answers False.
+    """
+
+    app_id: str
+    token: int
+    valid: Callable[[], bool] = field(default=lambda: True, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class Advance:
     """A fold's change to one stream: its files after W, and W moved from ``before`` to ``after``."""
 
@@ -154,6 +170,8 @@ class Advance:
     files: tuple[ArchivedFile, ...]
     #: W's ordinal after the change: it was the n-th entry ever added to the live stream (0: unknown)
     ordinal: int = 0
+    #: the claim the folder holds on the stream, if it shares the work with replicas (its token goes in)
+    fence: Fence | None = None
 
     def __post_init__(self) -> None:
         # delta-rs takes any version for an app id: that W only grows is checked here.
@@ -523,6 +541,9 @@ class Archive:
         Raises:
             ArchiveConflict: the snapshot, or a commit another writer made after
                 it, already moved one of the streams: re-read and plan again.
+            ArchiveFenced: an Advance's :class:`Fence` token is below the one the
+                table holds: a newer holder of the claim committed first
+                (``streams`` names the changes it refuses; the others may be retried).
             ArchiveNeedsMigration: a format-1 archive.
         """
         if not changes:
@@ -533,10 +554,12 @@ class Archive:
         now = int(time.time() * 1000)
         with self._lock:
             self._ensure_table()
+            self._check_fences(changes)
             for change in changes:
                 self._check_fence(change)
                 actions += _actions(change, now)
                 txns += _transactions(change)
+            txns += _fence_transactions(changes)
             table = self._table
             assert table is not None
             before, known, watermarks = self._version, dict(self._txns), dict(self._watermarks)
@@ -557,6 +580,17 @@ class Archive:
                 self._watermarks = watermarks | {change.stream: change.after for change in changes
                                                  if isinstance(change, Advance)}
             return self._version
+
+    def _check_fences(self, changes: Sequence[Change]) -> None:
+        """Refuse the changes whose claim's token is below the table's (the others could commit alone)."""
+        stale = [change for change in changes if isinstance(change, Advance) and change.fence is not None
+                 and (self._txn(change.fence.app_id) or 0) > change.fence.token]
+        if stale:
+            held = {change.fence.app_id: self._txn(change.fence.app_id) for change in stale if change.fence}
+            raise ArchiveFenced(
+                f"not committed: {', '.join(sorted(change.stream for change in stale))} are claimed by a newer "
+                f"writer ({', '.join(f'{app} token {token}' for app, token in sorted(held.items()))}, above this "
+                "writer's): its lease was taken over", tuple(change.stream for change in stale))
 
     def _check_fence(self, change: Change) -> None:
         """The fence in this process: the snapshot must still hold what the change was planned from."""
@@ -676,6 +710,15 @@ def _transactions(change: Change) -> list[Transaction]:
     if change.expired_before is not None:
         found.append(Transaction(expired_txn(change.stream), change.expired_before))
     return found
+
+
+def _fence_transactions(changes: Sequence[Change]) -> list[Transaction]:
+    """One app transaction per claim the changes carry (several streams of one shard share it)."""
+    tokens: dict[str, int] = {}
+    for change in changes:
+        if isinstance(change, Advance) and change.fence is not None:
+            tokens[change.fence.app_id] = max(tokens.get(change.fence.app_id, 0), change.fence.token)
+    return [Transaction(app_id, token) for app_id, token in sorted(tokens.items())]
 
 
 def _interval(text: str) -> timedelta | None:

@@ -494,7 +494,8 @@ class _Driver:
         if not self.policy.archived or archive is None:
             return beat
         # Lazy for start-up cost only: pyarrow and deltalake load once a beat has an archived stream.
-        from retain.archive.fold import DEFAULT_SEGMENT_ENTRIES, fold_then_trim_all
+        from retain.archive.beat import fold_then_trim_all
+        from retain.archive.fold import DEFAULT_SEGMENT_ENTRIES
 
         # A fold refuses min_entries above segment_entries: files grow to hold a larger batch.
         segment_entries = max(DEFAULT_SEGMENT_ENTRIES, self.fold_min_entries)
