@@ -28,10 +28,11 @@ def test_streams():
 
 
 def test_retention():
-    """retain.retention exports the policy (and its file), the retention driver, the dry run and the metrics."""
+    """retain.retention exports the policy (and its file), the retention driver and how replicas share it, the
+    dry run and the metrics."""
     assert sorted(retain.retention.__all__) == sorted([
         "ArchiveSettings", "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile",
-        "RetentionDriver", "StreamPolicy", "StreamPreview", "StreamStatus", "SweepReport", "TrimCall", "beat_delay",
+        "ReplicaBeat", "Replicas", "RetentionDriver", "StreamPolicy", "StreamPreview", "StreamStatus", "SweepReport", "TrimCall", "beat_delay",
         "decide", "load_policy", "parse_policy", "preview", "stream_status",
     ])
 
@@ -49,7 +50,7 @@ def test_archive():
     merge-reads, maintenance and expiry, the query, the migration and the archive errors."""
     assert sorted(retain.archive.__all__) == sorted([
         "FILE_SCHEMA", "FORMAT_VERSION", "TABLE_SCHEMA", "Archive", "ArchiveAccessDenied", "ArchiveConflict",
-        "ArchiveCorrupt", "ArchiveError", "ArchiveGap", "ArchiveNeedsMigration", "ArchiveObjectExists", "ArchiveObjectMissing",
+        "ArchiveCorrupt", "ArchiveFenced", "Fence", "ArchiveError", "ArchiveGap", "ArchiveNeedsMigration", "ArchiveObjectExists", "ArchiveObjectMissing",
         "ArchiveTimeout", "ArchiveUnavailable", "ArchivedFile", "Damage", "VerifyReport", "verify", "FoldProgress", "FoldResult", "FoldTrimOutcome", "FoldTrimPlan",
         "FoldTrimResult", "InvalidArchive", "InvalidStreamId", "MaintenanceReport", "MaintenanceSettings",
         "MigrationReport", "StreamId", "StreamMaintenance", "StreamState", "UnarchivableEntry", "catch_up", "fold",

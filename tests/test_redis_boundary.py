@@ -11,7 +11,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from retain import AuthenticationError, MaxLen, ServerUnavailable
-from retain.retention import RetentionDriver
+from retain.retention import Replicas, RetentionDriver
 from retain.servers import RedisServer
 from retain.streams import StreamRef, trim
 
@@ -52,11 +52,14 @@ class TestCredentials:
                 trim(conn, FEED, MaxLen(1))
 
     def test_a_beat_does_not_back_off_on_credentials(self, guarded):
-        """The driver reports refused credentials per stream and does not treat them as a lost connection."""
+        """The driver reports refused credentials (per stream; with replicas, as its lease round trip's error)
+        and does not treat them as a lost connection."""
         with guarded.client(password="wrong", **ONCE) as conn:
-            report = RetentionDriver(conn, [(FEED, MaxLen(1))]).sweep()
+            report = RetentionDriver(conn, [(FEED, MaxLen(1))], replicas=Replicas(enabled=False)).sweep()
+            shared = RetentionDriver(conn, [(FEED, MaxLen(1))]).sweep()
         assert isinstance(report.failures[FEED.key], AuthenticationError)
         assert not report.lost_connection
+        assert isinstance(shared.lease_error, AuthenticationError) and not shared.lost_connection
 
     def test_the_daemon_refuses_to_start(self, guarded, tmp_path):
         """retain streams run with a wrong password exits 1 with one line instead of beating in vain."""

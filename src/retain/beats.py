@@ -8,7 +8,9 @@ the cadence: it is logged and counts as troubled. After a troubled beat the
 wait doubles, up to ``max_backoff``; the first healthy beat resets it
 (:func:`beat_delay`). The work says whether a beat was troubled by returning
 True (a lost connection: retrying at full speed would only hammer a server
-that is down).
+that is down). ``next_in``, when given, may ask for the next beat sooner: it
+returns seconds from now (None: no sooner than the tick) -- a replica beats
+again right when another's lease runs out, to take it over.
 
 - :class:`Beat` runs the work on a daemon thread (``start``/``stop``), or in the
   caller's thread (``run``) until ``stop``;
@@ -56,12 +58,22 @@ class Cadence:
         self.delay = tick
         self._troubled = 0
 
+    #: seconds from now to the next beat when sooner than the tick; None: the tick (see the module docstring)
+    next_in: Callable[[], float | None] | None = None
+
     def after(self, troubled: bool) -> float:
         """Count one beat and return the delay from its start to the next one's."""
         self.beats += 1
         self._troubled = self._troubled + 1 if troubled else 0
         self.delay = beat_delay(self.tick, self._troubled, self.max_backoff)
         return self.delay
+
+    def wait(self, delay: float, started: float, troubled: bool) -> float:
+        """Seconds to wait now for a beat that started at ``started``: the delay's rest, or ``next_in`` when
+        sooner (never while in trouble: backing off comes first)."""
+        rest = max(0.0, delay - (time.monotonic() - started))
+        sooner = self.next_in() if self.next_in is not None and not troubled else None
+        return rest if sooner is None else min(rest, max(0.0, sooner))
 
 
 class Beat(Cadence):
@@ -72,9 +84,9 @@ class Beat(Cadence):
     """
 
     def __init__(self, work: Callable[[], bool], *, tick: float, max_backoff: float, name: str,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, next_in: Callable[[], float | None] | None = None) -> None:
         super().__init__(tick, max_backoff)
-        self.work, self.name = work, name
+        self.work, self.name, self.next_in = work, name, next_in
         self._own_stop = stop is None  # a caller's event is the caller's to clear
         self._stopping = stop if stop is not None else threading.Event()
         self._thread: threading.Thread | None = None
@@ -95,7 +107,7 @@ class Beat(Cadence):
                 log.exception("%s: a beat raised; the beat goes on", self.name)
                 troubled = True
             delay = self.after(troubled)
-            self._stopping.wait(max(0.0, delay - (time.monotonic() - started)))
+            self._stopping.wait(self.wait(delay, started, troubled))
 
     def start(self) -> None:
         """Beat on a daemon thread until :meth:`stop`; calling it while running is refused."""
@@ -125,9 +137,10 @@ class Beat(Cadence):
 class AsyncBeat(Cadence):
     """The asyncio twin of :class:`Beat`: ``work()`` is a coroutine function returning True when troubled."""
 
-    def __init__(self, work: Callable[[], Awaitable[bool]], *, tick: float, max_backoff: float, name: str) -> None:
+    def __init__(self, work: Callable[[], Awaitable[bool]], *, tick: float, max_backoff: float, name: str,
+                 next_in: Callable[[], float | None] | None = None) -> None:
         super().__init__(tick, max_backoff)
-        self.work, self.name = work, name
+        self.work, self.name, self.next_in = work, name, next_in
         # Made by run() or start(), inside the event loop that will wait on it.
         self._stopping: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -147,7 +160,7 @@ class AsyncBeat(Cadence):
                 troubled = True
             delay = self.after(troubled)
             try:
-                await asyncio.wait_for(stopping.wait(), max(0.0, delay - (time.monotonic() - started)))
+                await asyncio.wait_for(stopping.wait(), self.wait(delay, started, troubled))
             except TimeoutError:
                 pass
 

@@ -6,10 +6,15 @@ import threading
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from retain.retention import SweepReport
+from retain.retention import Replicas, SweepReport
 from tests.helpers.waiting import wait_for
 
-__all__ = ["Reports", "lag_known", "samples"]
+__all__ = ["SOLO", "Reports", "lag_known", "samples"]
+
+#: a driver that shares with no replica: it trims every stream from its first beat and takes no lease. For tests
+#: that count a beat's commands on the wire, or start a new driver for each beat (a restarted replica would
+#: wait out the leases its former self still holds: a lease time)
+SOLO = Replicas(enabled=False)
 
 
 class Reports:

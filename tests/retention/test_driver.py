@@ -35,7 +35,7 @@ from retain.retention import AsyncRetentionDriver, RetentionDriver, SweepReport,
 from retain.servers import RedisServer, free_port
 from retain.streams import RawKey, StreamRef, trim
 from retain.windows import MaxAge, MaxLen, MinId
-from tests.helpers.retention import Reports, lag_known
+from tests.helpers.retention import SOLO, Reports, lag_known
 from tests.helpers.streams import BASE_MS, append, at_node_boundary, fill, remaining
 from tests.helpers.waiting import wait_for
 
@@ -65,7 +65,8 @@ class TestSweep:
             append(redis_conn, ref.key, 50)
         conn = redis.Redis(connection_pool=redis.ConnectionPool(host=redis_server.host, port=redis_server.port,
                                                                 connection_class=CountingConnection))
-        driver = RetentionDriver(conn, [(ref, MaxLen(20, approx=False)) for ref in refs], measure_lengths=True)
+        driver = RetentionDriver(conn, [(ref, MaxLen(20, approx=False)) for ref in refs], measure_lengths=True,
+                                 replicas=SOLO)
         driver.sweep()  # the first use opens the connection (a handshake of its own)
         for ref in refs:
             append(redis_conn, ref.key, 5)
@@ -138,7 +139,7 @@ class TestSweep:
         for _ in range(50):
             driver.sweep()
         # XINFO GROUPS of both streams, XLEN of both (one command, before and after the trim), XTRIM MAXLEN
-        assert sorted(command[0] for command in driver._packed) == ["XINFO", "XINFO", "XLEN", "XLEN", "XTRIM"]
+        assert sorted(command[0] for command in driver.plain.packed) == ["XINFO", "XINFO", "XLEN", "XLEN", "XTRIM"]
 
     def test_wrongtype_among_good_streams(self, redis_conn, caplog):
         """The good streams are trimmed; the bad one is reported typed, with the server's message, and logged."""
@@ -163,10 +164,19 @@ class TestSweep:
         """No server: every stream reports ServerUnavailable and the sweep returns."""
         conn = redis.Redis(port=free_port(), socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
         refs = [StreamRef("q", "a"), RawKey("b")]
-        report = RetentionDriver(conn, [(ref, MaxLen(1)) for ref in refs]).sweep()
+        report = RetentionDriver(conn, [(ref, MaxLen(1)) for ref in refs], replicas=SOLO).sweep()
         assert set(report.failures) == {ref.key for ref in refs}
         assert all(isinstance(error, ServerUnavailable) for error in report.failures.values())
         assert report.lost_connection and report.calls == 0
+
+    def test_unreachable_server_fails_the_leases_without_raising(self):
+        """No server, with replicas: the lease round trip fails whole, the replica holds nothing and touches
+        nothing; the report says why and that the connection is lost (the runner backs off)."""
+        conn = redis.Redis(port=free_port(), socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+        report = RetentionDriver(conn, [(StreamRef("q", "a"), MaxLen(1))]).sweep()
+        assert isinstance(report.lease_error, ServerUnavailable)
+        assert report.lost_connection and not report.ok and report.calls == 0
+        assert report.replica is not None and report.replica.held == frozenset()
 
     def test_logs_at_most_ten_failures_a_beat(self, redis_conn, caplog):
         """Many failing streams log ten lines and a count, not one line each."""
@@ -209,8 +219,10 @@ class TestSweep:
         assert (taken.pending, taken.undelivered) == (120, 80 if lag_known(redis_conn) else None)
         # Redis 7 names subcommands (cmdstat_config|resetstat), Redis 6 does not: compare commands.
         issued = {name.split("|")[0] for name in redis_conn.info("commandstats") if name != "cmdstat_info"}
-        assert issued == {"cmdstat_xtrim", "cmdstat_xlen", "cmdstat_config", "cmdstat_xinfo", "cmdstat_xrange",
-                          "cmdstat_xpending"}
+        leases = {"cmdstat_time", "cmdstat_zadd", "cmdstat_pexpire", "cmdstat_zremrangebyscore", "cmdstat_zrange",
+                  "cmdstat_get", "cmdstat_pttl", "cmdstat_set", "cmdstat_getex"}  # on the replicas' own keys
+        assert issued - leases == {"cmdstat_xtrim", "cmdstat_xlen", "cmdstat_config", "cmdstat_xinfo",
+                                   "cmdstat_xrange", "cmdstat_xpending"}
         assert group_state() == before
 
     @settings(max_examples=40)
@@ -422,13 +434,13 @@ class TestAsyncRunner:
         async def scenario() -> SweepReport:
             conn = redis.asyncio.Redis(host=redis_server.host, port=redis_server.port)
             try:
-                return await AsyncRetentionDriver(conn, policy, measure_lengths=True).sweep()
+                return await AsyncRetentionDriver(conn, policy, measure_lengths=True, replicas=SOLO).sweep()
             finally:
                 await conn.aclose()
 
         for ref in refs:
             append(redis_conn, ref.key, 40)
-        sync_report = RetentionDriver(redis_conn, policy, measure_lengths=True).sweep()
+        sync_report = RetentionDriver(redis_conn, policy, measure_lengths=True, replicas=SOLO).sweep()
         for ref in refs:
             append(redis_conn, ref.key, 30)
         async_report = asyncio.run(scenario())
@@ -525,7 +537,8 @@ class TestCluster:
         refs = cluster_streams
         for ref in refs:
             append(conn, ref.key, 40)
-        driver = RetentionDriver(conn, [(ref, MaxLen(10, approx=False)) for ref in refs], measure_lengths=True)
+        driver = RetentionDriver(conn, [(ref, MaxLen(10, approx=False)) for ref in refs], measure_lengths=True,
+                                 replicas=SOLO)
         driver.sweep()  # opens a connection to every master
         for ref in refs:
             append(conn, ref.key, 7)
@@ -544,7 +557,7 @@ class TestCluster:
         for ref in refs[:5] + refs[6:]:
             append(conn, ref.key, 15)
         conn.set(refs[5].key, "x")
-        report = RetentionDriver(conn, [(ref, MaxLen(10, approx=False)) for ref in refs]).sweep()
+        report = RetentionDriver(conn, [(ref, MaxLen(10, approx=False)) for ref in refs], replicas=SOLO).sweep()
         assert set(report.failures) == {refs[5].key}
         assert isinstance(report.failures[refs[5].key], WrongTypeError)
         assert report.removed == 5 * (len(refs) - 1)
@@ -633,10 +646,10 @@ class TestOnePassReader:
         driver = RetentionDriver(redis_conn, [(RawKey("once:a"), MaxLen(2, approx=False)),
                                               (RawKey("once:b"), MaxLen(3, approx=False))])
         driver.sweep()
-        kept = driver._blob
+        kept = driver.plain.blob
         append(redis_conn, "once:a", 10)
         report = driver.sweep()
-        assert driver._blob is kept and report.removed_by["once:a"] == 8
+        assert driver.plain.blob is kept and report.removed_by["once:a"] == 8
 
     def test_a_decoding_client(self, redis_server):
         """A client that decodes responses goes through redis-py's own reader, with the same report."""

@@ -30,7 +30,7 @@ from retain.servers import RedisServer
 from retain.streams import RawKey, StreamRef
 from retain.windows import MaxLen
 from tests.helpers.archive import archived_ids, commits_of
-from tests.helpers.retention import Reports, samples
+from tests.helpers.retention import SOLO, Reports, samples
 from tests.helpers.streams import append, ms_of
 from tests.helpers.waiting import wait_for
 
@@ -210,8 +210,9 @@ class TestFoldThroughTheDriver:
         assert archive.streams() == [stream.key]
 
     def test_two_drivers_on_one_stream(self, redis_server, tmp_path):
-        """INV-FENCE through the driver: two drivers (two daemons by mistake) beating on one stream and one
-        archive under producers never archive a range twice, and the merge-read stays whole."""
+        """INV-FENCE through the driver: two drivers beating on one stream and one archive under producers, with
+        no lease between them (coordination off; or two holders at once after a Redis failover lost a lease),
+        never archive a range twice, and the merge-read stays whole."""
         stream, url = fresh(), str(tmp_path / "shared")
         policy = [StreamPolicy(stream, MaxLen(50), archive=True)]
         reports = Reports()
@@ -226,8 +227,8 @@ class TestFoldThroughTheDriver:
                     raise
 
         with redis_server.client() as one, redis_server.client() as two:
-            drivers = [RetentionDriver(conn, policy, archive=Fenced(url), tick=0.005, on_report=reports)
-                       for conn in (one, two)]
+            drivers = [RetentionDriver(conn, policy, archive=Fenced(url), tick=0.005, on_report=reports,
+                                       replicas=SOLO) for conn in (one, two)]
             with Producers(redis_server, [stream], batch=10) as producers, drivers[0], drivers[1]:
                 wait_for(lambda: sum(report.folded for report in reports.since(0)) >= 2_000 and len(races) >= 3,
                          "both drivers to fold under the producers, racing for W")
@@ -379,11 +380,11 @@ class TestFailingFold:
         appended = append(redis_conn, archived.key, 100)
         append(redis_conn, plain.key, 100)
         policy = [StreamPolicy(archived, MaxLen(10, approx=False), archive=True), (plain, MaxLen(10, approx=False))]
-        report = RetentionDriver(redis_conn, policy, archive=denied).sweep()
+        report = RetentionDriver(redis_conn, policy, archive=denied, replicas=SOLO).sweep()
         assert isinstance(report.fold_failures[archived.key], ArchiveAccessDenied)
         assert dict(report.removed_by) == {plain.key: 90} and redis_conn.xlen(archived.key) == 100
         allowed = seaweed_server.archive(prefix)
-        report = RetentionDriver(redis_conn, policy, archive=allowed).sweep()
+        report = RetentionDriver(redis_conn, policy, archive=allowed, replicas=SOLO).sweep()
         assert report.ok and report.removed_by[archived.key] == 90
         assert_whole(redis_conn, archived, allowed, appended)
 
@@ -408,12 +409,12 @@ class TestCrashBetweenFoldAndTrim:
                   StreamPolicy(other, MaxLen(100, approx=False), archive=True)]
         crashing = FaultyArchive(url, key=stream.key, step=step, fault=Crash(step), after=after)
         with pytest.raises(Crash):
-            RetentionDriver(redis_conn, policy, archive=crashing).sweep()
+            RetentionDriver(redis_conn, policy, archive=crashing, replicas=SOLO).sweep()
         assert redis_conn.xlen(stream.key) == 500, "the crash came before the trim"
         assert_whole(redis_conn, stream, Archive(url), appended)
         appended += append(redis_conn, stream.key, 50)
         restarted = Archive(url)  # a new process: nothing remembered but what is stored
-        reports = [RetentionDriver(redis_conn, policy, archive=restarted).sweep() for _ in range(2)]
+        reports = [RetentionDriver(redis_conn, policy, archive=restarted, replicas=SOLO).sweep() for _ in range(2)]
         assert all(report.ok for report in reports)
         assert reports[0].removed_by[stream.key] == 450 and reports[1].removed_by[stream.key] == 0
         assert reports[1].folded_by[stream.key] == 0
@@ -506,11 +507,12 @@ class TestAsyncTwin:
 
 
 class TestMaintenance:
-    """The driver maintains its archive on a cadence of its own, by its clock."""
+    """The driver maintains its archive on a thread and a cadence of its own, by its clock."""
 
     def test_on_its_own_cadence(self, redis_conn, tmp_path):
-        """A beat maintains the archive once ``every`` has passed since the last time (the first: one period
-        after the driver's first beat): small files compacted, rows past max_age expired, the log kept."""
+        """The maintainer maintains once ``every`` has passed since the last time (the first: one period
+        after its first look), beside the beats: small files compacted, rows past max_age expired, the log
+        kept; the next beat's report carries what it did."""
         archive, stream = local(tmp_path), fresh()
         start = datetime(2026, 9, 12, tzinfo=timezone.utc)
         now = [start]
@@ -518,15 +520,17 @@ class TestMaintenance:
                                        log_retention=timedelta(seconds=1), vacuum_retention=timedelta(seconds=1))
         driver = RetentionDriver(redis_conn, [StreamPolicy(stream, MaxLen(0, approx=False), archive=True)],
                                  archive=archive, maintenance=settings, clock=lambda: now[0])
+        assert driver.maintainer is not None
         appended: list[bytes] = []
-        maintained = []
+        maintained, reported = [], []
         for minute in range(0, 25, 5):
             now[0] = start + timedelta(minutes=minute)
             appended += append(redis_conn, stream.key, 10)
-            report = driver.sweep()
-            assert report.ok
-            maintained.append(report.maintenance is not None)
+            assert driver.sweep().ok
+            maintained.append(driver.maintainer.check(now[0], wait=True) is not None)
+            reported.append(driver.sweep().maintenance is not None)
         assert maintained == [False, False, True, False, True]  # at 10 and 20 minutes
+        assert reported == maintained, "a beat reports the maintenance that ended since the one before"
         assert len(archive.state(stream).files) == 1  # the 20-minute maintenance merged the small files
         assert [entry_id for entry_id, _ in read(redis_conn, stream, archive)] == appended
         now[0] = datetime.fromtimestamp(ms_of(appended[-1])[0] / 1000, timezone.utc) + timedelta(days=2)

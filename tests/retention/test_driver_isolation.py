@@ -20,6 +20,7 @@ from retain.servers import RedisServer, SeaweedServer
 from retain.streams import StreamRef
 from retain.windows import MaxLen
 from tests.helpers.archive import archived_ids
+from tests.helpers.retention import SOLO
 from tests.helpers.streams import append
 from tests.helpers.waiting import wait_for
 
@@ -46,8 +47,8 @@ def test_frozen_store_fails_only_the_archived_stream(redis_conn, weed):
     policy = [StreamPolicy(plain, MaxLen(50, approx=False)),
               StreamPolicy(archived, MaxLen(50, approx=False), archive=True)]
     # A generous deadline where the store is healthy (a loaded machine may take seconds), a short one to freeze.
-    healthy = RetentionDriver(redis_conn, policy, archive=archive, archive_deadline=120)
-    driver = RetentionDriver(redis_conn, policy, archive=archive, archive_deadline=0.5)
+    healthy = RetentionDriver(redis_conn, policy, archive=archive, archive_deadline=120, replicas=SOLO)
+    driver = RetentionDriver(redis_conn, policy, archive=archive, archive_deadline=0.5, replicas=SOLO)
     appended = append(redis_conn, archived.key, 200)
     append(redis_conn, plain.key, 200)
     assert healthy.sweep().ok  # both trimmed, the archived one after its fold
@@ -94,9 +95,12 @@ def test_wrong_password_is_not_an_outage(tmp_path):
     plain, archived = fresh("plain"), fresh("archived")
     with RedisServer(config={"requirepass": "s3cret"}) as server, \
             server.client(password="wrong", retry=Retry(NoBackoff(), 0)) as conn:
-        report = RetentionDriver(conn, [(plain, MaxLen(5)), StreamPolicy(archived, MaxLen(5), archive=True)],
-                                 archive=Archive(str(tmp_path / "archive"))).sweep()
+        policy = [(plain, MaxLen(5)), StreamPolicy(archived, MaxLen(5), archive=True)]
+        archive = Archive(str(tmp_path / "archive"))
+        report = RetentionDriver(conn, policy, archive=archive, replicas=SOLO).sweep()
+        shared = RetentionDriver(conn, policy, archive=archive).sweep()
     assert set(report.failures) == {plain.key, archived.key}
     for error in report.failures.values():
         assert isinstance(error, AuthenticationError) and not isinstance(error, ServerUnavailable)
     assert not report.lost_connection
+    assert isinstance(shared.lease_error, AuthenticationError) and not shared.lost_connection

@@ -22,7 +22,7 @@ from retain.retention import AsyncRetentionDriver, DriverMetrics, RetentionDrive
 from retain.retention.groups import GroupState, Protect, protected_floor, undelivered_trimmed
 from retain.streams import RawKey
 from retain.windows import MaxAge, MaxLen
-from tests.helpers.retention import lag_known, samples
+from tests.helpers.retention import SOLO, lag_known, samples
 from tests.helpers.streams import BASE_MS
 
 UTC = timezone.utc
@@ -154,7 +154,7 @@ class TestProtectLive:
         for second in range(1, 40, 3):
             now = datetime.fromtimestamp(BASE_MS / 1000 + second, UTC)
             redis_conn.xadd(key, {"i": str(second)}, id=f"{BASE_MS + second * 1000}-0")
-            RetentionDriver(redis_conn, [entry], clock=lambda: now).sweep()
+            RetentionDriver(redis_conn, [entry], clock=lambda: now, replicas=SOLO).sweep()
             oldest = StreamId.parse(_ids(redis_conn, key)[0])
             assert oldest.ms >= BASE_MS + (second - 10) * 1000
 

@@ -67,7 +67,7 @@ class TestRefusals:
         ("", "p.toml: declares no streams"),
         ("stream = 3", "p.toml: declares no streams"),
         ("url = ", "p.toml: not valid TOML"),
-        ("tik = 1\n" + ONE, "p.toml: unknown field 'tik': expected one of url, cluster, tick, prefix, archive, stream"),
+        ("tik = 1\n" + ONE, "p.toml: unknown field 'tik': expected one of url, cluster, tick, prefix, archive, replicas, stream"),
         ("tick = 0\n" + ONE, "p.toml: field 'tick': must be a positive number of seconds"),
         ("tick = -1.5\n" + ONE, "field 'tick': must be a positive"),
         ("tick = true\n" + ONE, "field 'tick': must be a positive"),

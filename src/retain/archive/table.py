@@ -499,7 +499,17 @@ class Archive:
         with self._lock:
             self._format, self._legacy, self._table = None, None, None
             self._version, self._opened_at, self._confirmed = -1, -1, float("-inf")
-            self._watermarks, self._index = {}, None
+            self._watermarks, self._txns, self._index = {}, {}, None
+
+    def clone(self) -> Archive:
+        """Another Archive on the same store, with a snapshot and a lock of its own: for a thread that must
+        never wait on this one's (maintenance beside a driver's folds). The two meet in the table's log,
+        as two processes would."""
+        other = Archive.__new__(Archive)
+        other.__dict__.update(self.__dict__)
+        other._lock = threading.RLock()
+        other.reload()
+        return other
 
     def as_table(self) -> Archive:
         """This archive's store as the table, even while format-1 objects are there: the migration's target."""

@@ -19,7 +19,7 @@ from retain.errors import InvalidInput, ServerUnavailable
 from retain.cli._common import (DEFAULT_REDIS_URL, URL_HELP, RedisTarget, connect, parse_instant, redis_url_option,
                                 tls_options)
 from retain.cli._ops import StreamsOps, http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
-from retain.retention import PolicyFile, RetentionDriver, SweepReport, load_policy, preview
+from retain.retention import PolicyFile, Replicas, RetentionDriver, SweepReport, load_policy, preview
 from retain.streams import RawKey, StreamRef, trim
 from retain.streams.keys import DEFAULT_PREFIX
 from retain.windows import MaxAge, MaxLen, MinId
@@ -152,7 +152,7 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
         if dry_run:
             _dry_run(conn, policy_file, archive)
         elif once:
-            _once(_driver(conn, policy_file, archive))
+            _once(_driver(conn, policy_file, archive, replicas=Replicas(enabled=False)))
         else:
             _daemon(conn, policy_file, archive, address, readers, log_format)
     finally:
@@ -169,16 +169,15 @@ def _client(target: RedisTarget) -> Any:
 
 
 def _driver(conn: Any, policy_file: PolicyFile, archive: Archive | None, **options: Any) -> RetentionDriver:
-    return RetentionDriver(conn, policy_file.policy, archive=archive, maintenance=policy_file.maintenance(),
-                           fold_min_entries=policy_file.fold_min_entries, tick=policy_file.tick,
-                           archive_deadline=policy_file.archive_deadline, **options)
+    return RetentionDriver.from_policy_file(conn, policy_file, archive=archive, **options)
 
 
 def _dry_run(conn: Any, policy_file: PolicyFile, archive: Archive | None) -> None:
     now = utc_now()
     rows = preview(conn, policy_file.policy, now=now, archive=archive, fold_min_entries=policy_file.fold_min_entries,
                    maintenance=policy_file.maintenance())
-    click.echo(f"dry run at {now.isoformat(timespec='seconds')}: nothing is folded or trimmed")
+    click.echo(f"dry run at {now.isoformat(timespec='seconds')}: nothing is folded or trimmed, no lease is taken "
+               "(every stream of the policy, whichever replica holds it)")
     for pattern in policy_file.policy.patterns:
         matched = [row.key for row in rows if row.pattern == pattern.pattern]
         click.echo(f"pattern {pattern.pattern} matched {len(matched)} streams{': ' if matched else ''}"
@@ -191,6 +190,7 @@ def _dry_run(conn: Any, policy_file: PolicyFile, archive: Archive | None) -> Non
 
 def _once(driver: RetentionDriver) -> None:
     report = driver.sweep()
+    click.echo("one beat, taking no lease: every stream of the policy, whichever replica holds it")
     click.echo(report.summary())
     for key, removed in report.removed_by.items():
         if key in report.folded_by:

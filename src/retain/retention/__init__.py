@@ -19,8 +19,10 @@ only where an archive is in use, so that a policy without archiving never loads 
 """
 
 from retain.beats import beat_delay
-from retain.retention.driver import AsyncRetentionDriver, RetentionDriver, SweepReport
+from retain.retention.driver import AsyncRetentionDriver, RetentionDriver
+from retain.retention.report import ReplicaBeat, SweepReport
 from retain.retention.dryrun import StreamPreview, preview
+from retain.retention.leases import Replicas
 from retain.retention.metrics import DriverMetrics
 from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, decide
 from retain.retention.policyfile import ArchiveSettings, PolicyFile, load_policy, parse_policy
@@ -33,6 +35,8 @@ __all__ = [
     "Policy",
     "PolicyEntry",
     "PolicyFile",
+    "ReplicaBeat",
+    "Replicas",
     "RetentionDriver",
     "StreamPolicy",
     "StreamPreview",

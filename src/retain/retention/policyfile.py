@@ -30,6 +30,13 @@
     maxlen = 100000                     #   an explicit entry for a stream overrides the pattern
     rescan = "1m"                       # optional; how often to look for new streams
 
+    [replicas]                          # optional: several daemons on this file share its streams
+    shards = 64                         # optional; the streams split into this many shards
+    lease = "3s"                        # optional; a dead replica's shards are taken over after this
+    name = "host-a"                     # optional; how logs and metrics name this replica (host-pid)
+    group = "orders"                    # optional; the replicas' shared name (derived from the file)
+    enabled = true                      # optional; false: this daemon trims every stream, no lease
+
 The ``[archive]`` table form takes ``url`` and, for ``s3://``, ``endpoint``,
 ``region``, ``access_key_id``, ``secret_access_key``, ``session_token`` and
 ``allow_http``; ``min_entries`` (the driver's ``fold_min_entries``); ``deadline``
@@ -64,8 +71,10 @@ from retain.clock import parse_rfc3339, utc_now
 from retain.errors import InvalidArchive, InvalidInput, InvalidPolicy
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
 from retain.retention.groups import PROTECT_MODES, Protect
+from retain.retention.leases import Replicas
 from retain.retention.patterns import DEFAULT_RESCAN, StreamPattern
 from retain.retention.policy import Policy, StreamPolicy, archive_key_problem
+from retain.retention.shards import DEFAULT_SHARDS
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
 if TYPE_CHECKING:
@@ -76,7 +85,9 @@ __all__ = ["DEFAULT_TICK", "ArchiveSettings", "PolicyFile", "load_policy", "pars
 
 DEFAULT_TICK = 1.0
 URL_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel")
-TOP_FIELDS = ("url", "cluster", "tick", "prefix", "archive", "stream")
+TOP_FIELDS = ("url", "cluster", "tick", "prefix", "archive", "replicas", "stream")
+#: how replicas of the policy share its streams (retain.retention.Replicas takes them)
+REPLICAS_FIELDS = ("enabled", "shards", "lease", "name", "group")
 STREAM_FIELDS = ("queue", "name", "key", "prefix", "maxlen", "max_age", "min_id", "allow_future", "max_bytes",
                  "bytes_samples", "approx", "archive", "archive_max_age", "protect", "max_lag")
 WINDOW_FIELDS = ("maxlen", "max_age", "min_id", "max_bytes")
@@ -134,11 +145,13 @@ class PolicyFile:
     cluster: bool = False
     #: the archive that entries with ``archive = true`` fold into; None when no entry archives
     archive: ArchiveSettings | None = None
+    #: how several daemons on this file share its streams (``[replicas]``; on by default)
+    replicas: Replicas = field(default_factory=Replicas)
 
     def __repr__(self) -> str:
         url = None if self.url is None else _fields.redacted_url(self.url)
         return (f"PolicyFile(source={self.source!r}, policy={self.policy!r}, tick={self.tick!r}, url={url!r}, "
-                f"cluster={self.cluster!r}, archive={self.archive!r})")
+                f"cluster={self.cluster!r}, archive={self.archive!r}, replicas={self.replicas!r})")
 
     @property
     def fold_min_entries(self) -> int:
@@ -260,9 +273,10 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
                             "or remove the archive")
     if archive is not None and ages:
         archive = replace(archive, max_age_by=MappingProxyType(ages))
-    return PolicyFile(source=source, policy=Policy([*entries, *patterns]), tick=_tick(document, where),
+    tick = _tick(document, where)
+    return PolicyFile(source=source, policy=Policy([*entries, *patterns]), tick=tick,
                       url=_url(document, where), cluster=_fields.boolean(document, "cluster", where, default=False),
-                      archive=archive)
+                      archive=archive, replicas=_replicas(document, tick, where))
 
 
 def _label(table: dict[str, Any]) -> str:
@@ -324,6 +338,26 @@ def _archive(document: dict[str, Any], where: Where) -> ArchiveSettings | None:
     deadline = _fields.seconds(table.get("deadline", DEFAULT_ARCHIVE_DEADLINE), "deadline", inner,
                                example="10", duration_example="10s")
     return ArchiveSettings(url, MappingProxyType(options), min_entries, deadline, **_maintenance(table, inner))
+
+
+def _replicas(document: dict[str, Any], tick: float, where: Where) -> Replicas:
+    """The ``[replicas]`` table, checked; the defaults (shared, 64 shards, 3 s leases) without one."""
+    table = document.get("replicas", {})
+    if not isinstance(table, dict):
+        raise InvalidPolicy(f"{where.field('replicas')}: must be a [replicas] table (got {table!r})")
+    inner = where.table("replicas")
+    _fields.refuse_unknown(table, REPLICAS_FIELDS, inner)
+    lease = _fields.seconds(table["lease"], "lease", inner, example="3", duration_example="3s") \
+        if "lease" in table else None
+    enabled = _fields.boolean(table, "enabled", inner, default=True)
+    shards = _fields.count(table.get("shards", DEFAULT_SHARDS), "shards", inner, minimum=1)
+    name, group = _fields.string(table, "name", inner), _fields.string(table, "group", inner)
+    try:
+        replicas = Replicas(enabled=enabled, shards=shards, lease=lease, name=name, group=group)
+        replicas.for_tick(tick)  # checks the lease against the tick: the driver resolves it again
+    except InvalidPolicy as exc:
+        raise InvalidPolicy(f"{where}: {exc}") from None
+    return replicas
 
 
 def _maintenance(table: dict[str, Any], where: Where) -> dict[str, Any]:

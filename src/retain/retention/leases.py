@@ -1,0 +1,536 @@
+"""Leases: which shards of the policy this replica trims and folds, agreed with the other replicas in Redis.
+
+Every replica of a policy beats on its own. At the start of each beat it makes
+one round trip of lease commands (:meth:`LeaseBook.commands`), reads what they
+say (:meth:`LeaseBook.read`), decides what to take and give back
+(:func:`plan_leases`, pure) and, only when something changes, makes a second
+(:meth:`LeaseBook.moves`). The beat then touches the streams of the shards it
+holds (:mod:`retain.retention.shards`), and no others.
+
+- **A lease** is a key per shard, ``SET key "<token> <member>" NX PX <lease>``:
+  free when missing, held by whoever set it until it expires. Its holder
+  renews it every beat with ``GETEX key PX <lease>``, which answers who holds
+  it: a holder that finds another member there (or nothing) has lost it, and
+  stops. A ``GETEX`` may so extend another's fresh lease by one lease time,
+  which is harmless (that holder is alive: it just took it). No Lua.
+- **Membership** is a sorted set of members scored by when each membership
+  ends (``ZADD``, renewed every beat; ``PEXPIRE`` on the set, so that it goes
+  when the last replica does): each replica's fair share is ``shards /
+  members``, the first ``shards % members`` members by name one more.
+- **Spreading**: a replica under its share takes free shards, those it ranks
+  highest first (rendezvous hashing: two replicas rank shards differently, so
+  they rarely reach for the same ones); a replica over its share, while
+  another is under, gives back those it ranks lowest. A shard that stays free
+  for two of this replica's beats, or whose holder stopped renewing it, is
+  taken whatever the share: a shard is never left unheld because a member
+  list was out of date. When another's lease is due to run out before this
+  replica's next beat, :meth:`LeaseBook.wake_in` says when, so that the runner
+  beats again right then: a dead replica's shards are trimmed again within
+  one lease time of its last renewal.
+- **Stopping in time**: a lease counts as held until ``lease - margin`` after
+  the command that set or renewed it was sent (:meth:`LeaseBook.holds`), by
+  this process's monotonic clock. Redis lets another take it only after
+  ``lease`` from when it ran the command, which is later: the old holder has
+  stopped first. Every step of a beat on a stream asks again (the archive job
+  through its :class:`~retain.archive.table.Fence`).
+- **The fencing token** is the server's time in microseconds when the lease
+  was taken: a later holder's is larger. It goes into every archive commit of
+  the shard's streams, where a smaller one than the table holds is refused.
+
+Safety never rests on leases: a Redis failover can lose a ``SET``, and a
+paused process can outlive its lease, so two holders can briefly coexist.
+The boundary (:mod:`retain.streams.boundary`) keeps every trim outside its
+window and the archive's fence keeps every range archived once, whoever
+holds what. Leases buy shared work and takeover. Nothing here outlives the
+replicas: every key expires by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from retain._redis import as_retain_error
+from retain.errors import InvalidPolicy, RetainError
+from retain.retention.shards import DEFAULT_SHARDS, GROUP_PATTERN, Shards
+
+if TYPE_CHECKING:
+    # Only for annotations: the archive (pyarrow, deltalake) loads when a beat folds.
+    from retain.archive import Fence
+
+__all__ = ["DEFAULT_LEASE", "LeaseBook", "LeaseMoves", "LeaseView", "Replicas", "Takeover", "fair_share",
+           "plan_leases"]
+
+log = logging.getLogger(__name__)
+
+#: seconds a lease lasts unless renewed (``[replicas] lease``)
+DEFAULT_LEASE = 3.0
+#: the part of a lease a holder keeps to itself: it stops this much before Redis could hand the lease on
+MARGIN = 0.1
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """How replicas of one policy share its streams (the policy file's ``[replicas]``).
+
+    ``enabled`` False: this driver trims every stream and takes no lease (``--once``, ``--dry-run``, a
+    single process that wants no coordination). ``name`` shows in logs, metrics and the dashboard
+    (default: host name and process id); ``group`` names the policy the replicas share (default: one
+    derived from the policy, see :func:`retain.retention.shards.policy_group`).
+
+    Raises:
+        InvalidPolicy: shards outside 1..16384, a lease that is not a positive number of seconds, a name
+            or group with characters a key must not hold.
+    """
+
+    enabled: bool = True
+    shards: int = DEFAULT_SHARDS
+    #: seconds; None: :data:`DEFAULT_LEASE`, or three ticks when the tick is longer (see :meth:`for_tick`)
+    lease: float | None = None
+    name: str | None = None
+    group: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enabled, bool):
+            raise InvalidPolicy(f"[replicas] enabled must be true or false (got {self.enabled!r})")
+        Shards(self.shards)  # checks the count
+        if self.lease is not None and (isinstance(self.lease, bool) or not isinstance(self.lease, (int, float))
+                                       or not self.lease > 0):
+            raise InvalidPolicy(f"[replicas] lease must be a positive number of seconds or a duration such as "
+                                f"'3s' (got {self.lease!r})")
+        if self.name is not None and (not isinstance(self.name, str) or not GROUP_PATTERN.fullmatch(self.name)):
+            raise InvalidPolicy("[replicas] name must be 1 to 64 letters, digits, '.', '_' or '-', starting with a "
+                                f"letter or digit (got {self.name!r})")
+        if self.group is not None:
+            Shards(self.shards, self.group)  # checks the group
+
+    def for_tick(self, tick: float) -> Replicas:
+        """These settings for a driver beating every ``tick`` seconds: the lease resolved (3 s, or three
+        ticks when the tick is longer); one shorter than two ticks is refused, since a lease must outlive a
+        late renewal, or it changes hands between two beats of a live holder.
+
+        Raises:
+            InvalidPolicy: a lease below two ticks.
+        """
+        lease = self.lease if self.lease is not None else max(DEFAULT_LEASE, 3 * tick)
+        if self.enabled and lease < 2 * tick:
+            raise InvalidPolicy(f"[replicas] lease must be at least twice the tick ({lease:g} s < 2 x "
+                                f"{tick:g} s): a holder renews it once a beat, and one late beat would lose it")
+        return replace(self, lease=float(lease))
+
+    @property
+    def lease_seconds(self) -> float:
+        """The lease, resolved for the default tick when it was not given."""
+        return float(self.lease) if self.lease is not None else DEFAULT_LEASE
+
+
+def default_name() -> str:
+    """``<host>-<pid>``, with what a name may not hold replaced: unique per process on a host."""
+    host = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in socket.gethostname()) or "replica"
+    return f"{host[:50]}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class LeaseView:
+    """What one beat's lease round trip saw, as :func:`plan_leases` needs it."""
+
+    #: this replica's member id
+    me: str
+    #: the live members, this replica included, sorted
+    members: tuple[str, ...]
+    #: the shards this replica holds now
+    mine: frozenset[int]
+    #: every other shard -> its holder's member id (None: free)
+    holders: Mapping[int, str | None]
+    #: shards this replica saw free at its last beat too
+    free_before: frozenset[int] = frozenset()
+    #: shards whose holder had stopped renewing at this replica's last beat
+    abandoned: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class LeaseMoves:
+    """What a replica does after a round trip: the shards it tries to take, and those it gives back."""
+
+    take: tuple[int, ...] = ()
+    release: tuple[int, ...] = ()
+
+
+def fair_share(shards: int, members: Sequence[str], me: str) -> int:
+    """How many shards ``me`` holds when they are spread evenly: the first ``shards % len(members)``
+    members (sorted) hold one more."""
+    ranked = sorted(set(members) | {me})
+    whole, extra = divmod(shards, len(ranked))
+    return whole + (1 if ranked.index(me) < extra else 0)
+
+
+def preference(member: str, shard: int) -> int:
+    """How much ``member`` wants ``shard``: a rendezvous hash, so that members rank shards differently."""
+    return zlib.crc32(f"{member}/{shard}".encode())
+
+
+def plan_leases(view: LeaseView, shards: int) -> LeaseMoves:
+    """What to take and what to give back after a round trip (pure).
+
+    Take: free shards up to the fair share, best ranked first; and whatever
+    the share, a free shard that was free at the last beat too, or whose
+    holder had stopped renewing it. Give back: above the fair share, while
+    another member holds less than its own, the worst ranked first.
+    """
+    target = fair_share(shards, view.members, view.me)
+    free = sorted((shard for shard, holder in view.holders.items() if holder is None),
+                  key=lambda shard: (-preference(view.me, shard), shard))
+    take = free[:max(0, target - len(view.mine))]
+    orphans = [shard for shard in free[len(take):] if shard in view.free_before or shard in view.abandoned]
+    take += orphans
+    if take:
+        return LeaseMoves(take=tuple(take))
+    surplus = len(view.mine) - target
+    if surplus <= 0:
+        return LeaseMoves()
+    held_by: dict[str, int] = {}
+    for holder in view.holders.values():
+        if holder is not None:
+            held_by[holder] = held_by.get(holder, 0) + 1
+    wanting = sum(max(0, fair_share(shards, view.members, member) - held_by.get(member, 0))
+                  for member in view.members if member != view.me)
+    count = min(surplus, wanting)
+    if count <= 0:
+        return LeaseMoves()
+    worst = sorted(view.mine, key=lambda shard: (preference(view.me, shard), shard))
+    return LeaseMoves(release=tuple(worst[:count]))
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """A shard this replica took that another member held when it last looked.
+
+    ``expired``: that member had stopped renewing it (dead, stuck, cut off) -- a takeover proper, what
+    ``retain_lease_takeovers_total`` counts; False: it gave the shard back (a replica joined: a handover).
+    """
+
+    shard: int
+    #: the member that held it
+    previous: str
+    expired: bool
+
+
+@dataclass(frozen=True)
+class LeaseChanges:
+    """What a beat's lease round trips changed, for the report, the metrics and the log."""
+
+    taken: tuple[int, ...] = ()
+    takeovers: tuple[Takeover, ...] = ()
+    lost: tuple[int, ...] = ()
+    released: tuple[int, ...] = ()
+    #: renewals that did not go through (the shard lost, or the command failed)
+    renew_failures: int = 0
+    #: what failed the beat's lease round trip whole (the server unreachable); None when it went through
+    error: RetainError | None = None
+
+
+@dataclass
+class _Held:
+    token: int
+    #: monotonic instant this replica stops touching the shard unless renewed
+    until: float
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """Between a beat's round trip and its moves: what it saw, what it changed, who held what the beat before."""
+
+    view: LeaseView
+    changes: LeaseChanges
+    previous_holders: Mapping[int, str | None]
+
+
+class LeaseBook:
+    """One replica's leases across beats: the commands of each beat and what their answers mean.
+
+    A driver's beat owns it; :meth:`holds` and the fences it hands out may be asked from other threads
+    (the archive job) at any time.
+    """
+
+    def __init__(self, shards: Shards, settings: Replicas, tick: float) -> None:
+        self.shards, self.settings, self.tick = shards, settings, tick
+        self.name = settings.name or default_name()
+        #: this process's member id: its name and a nonce (two processes given one name stay two members)
+        self.me = f"{self.name}~{uuid.uuid4().hex[:8]}"
+        self.lease_ms = int(settings.lease_seconds * 1000)
+        self._lock = threading.Lock()
+        self._held: dict[int, _Held] = {}
+        self._members: tuple[str, ...] = (self.me,)
+        #: what the server's clock read, and this process's monotonic clock then (ms, seconds)
+        self._server_at: tuple[float, float] | None = None
+        self._holders: dict[int, str | None] = {}
+        self._free_before: frozenset[int] = frozenset()
+        #: other shards whose lease runs out before this replica's next beat -> when (monotonic)
+        self._expiring: dict[int, float] = {}
+        self._seen: _Seen | None = None
+        self._fences: dict[int, Fence] = {}
+        #: the shards the last round trip renewed (GETEX) rather than looked at (GET, PTTL)
+        self._asked: frozenset[int] = frozenset()
+
+    # -- asked from any thread ------------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    def holds(self, shard: int, now: float | None = None) -> bool:
+        """True while this replica may touch ``shard``'s streams (always, with coordination off)."""
+        if not self.enabled:
+            return True
+        with self._lock:
+            held = self._held.get(shard)
+        return held is not None and (time.monotonic() if now is None else now) < held.until
+
+    def held(self, now: float | None = None) -> frozenset[int]:
+        """The shards this replica may touch now (every shard, with coordination off)."""
+        if not self.enabled:
+            return frozenset(range(self.shards.count))
+        moment = time.monotonic() if now is None else now
+        with self._lock:
+            return frozenset(shard for shard, held in self._held.items() if moment < held.until)
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The live members as the last round trip saw them (this replica included)."""
+        with self._lock:
+            return self._members
+
+    def fence(self, shard: int) -> Fence | None:
+        """The claim this replica's archive commits of ``shard`` carry; None with coordination off, or when
+        the shard is not held."""
+        if not self.enabled:
+            return None
+        from retain.archive import Fence  # only a beat that folds asks: the archive is loaded by then
+
+        with self._lock:
+            held = self._held.get(shard)
+            if held is None:
+                return None
+            fence = self._fences.get(shard)
+            if fence is None or fence.token != held.token:
+                fence = self._fences[shard] = Fence(self.shards.fence_id(shard), held.token,
+                                                    lambda: self.holds(shard))
+            return fence
+
+    def wake_in(self, now: float | None = None) -> float | None:
+        """Seconds until another's lease runs out, when that comes before the next tick: the runner beats
+        again right then, to take it over at once. None: nothing to wait for."""
+        if not self.enabled or not self._expiring:
+            return None
+        moment = time.monotonic() if now is None else now
+        soonest = min(self._expiring.values()) - moment
+        return max(0.0, soonest) if soonest < self.tick else None
+
+    # -- one beat's round trips ----------------------------------------------------------------------
+
+    def commands(self, now: float | None = None) -> list[tuple[str, ...]]:
+        """The beat's first round trip: the server's time, membership, a renewal of every lease held, and
+        who holds each other shard for how long."""
+        lease = str(self.lease_ms)
+        server_ms = self._server_ms(time.monotonic() if now is None else now)
+        commands: list[tuple[str, ...]] = [
+            ("TIME",),
+            ("ZADD", self.shards.members_key, str(server_ms + self.lease_ms), self.me),
+            ("PEXPIRE", self.shards.members_key, str(2 * self.lease_ms)),
+            ("ZREMRANGEBYSCORE", self.shards.members_key, "-inf", f"({server_ms}"),
+            ("ZRANGE", self.shards.members_key, "0", "-1"),
+        ]
+        with self._lock:
+            held = self._asked = frozenset(self._held)
+        for shard in range(self.shards.count):
+            key = self.shards.lease_key(shard)
+            if shard in held:
+                commands.append(("GETEX", key, "PX", lease))
+            else:
+                commands += [("GET", key), ("PTTL", key)]
+        return commands
+
+    def read(self, answers: Sequence[Any] | BaseException, sent_at: float,
+             received_at: float | None = None) -> LeaseMoves:
+        """Take in the first round trip's answers (or the error that failed it); what to do next."""
+        received = time.monotonic() if received_at is None else received_at
+        error = as_retain_error(answers) if isinstance(answers, BaseException) else None
+        if isinstance(answers, BaseException):
+            answers = [answers] * (5 + 2 * self.shards.count)
+        self._read_time(answers[0], sent_at, received)
+        members = _members(answers[4])
+        holders: dict[int, str | None] = {}
+        expiring: dict[int, float] = {}
+        index = 5
+        with self._lock:
+            held = {shard: self._held[shard] for shard in self._asked if shard in self._held}
+        renewed: dict[int, _Held] = {}
+        lost: list[int] = []
+        failures = 0
+        for shard in range(self.shards.count):
+            if shard in self._asked:
+                answer = answers[index]
+                index += 1
+                if shard not in held:
+                    continue
+                if isinstance(answer, BaseException):
+                    failures += 1
+                    renewed[shard] = held[shard]  # not renewed: held until its time runs out
+                    continue
+                owner = _owner(answer)
+                if owner is not None and owner[1] == self.me:
+                    renewed[shard] = _Held(held[shard].token, sent_at + self.settings.lease_seconds * (1 - MARGIN))
+                else:
+                    failures += 1
+                    lost.append(shard)
+                    holders[shard] = owner[1] if owner is not None else None
+                continue
+            value, ttl = answers[index], answers[index + 1]
+            index += 2
+            if isinstance(value, BaseException) or isinstance(ttl, BaseException):
+                continue  # unknown this beat: neither free nor another's
+            owner = _owner(value)
+            holders[shard] = owner[1] if owner is not None else None
+            if owner is not None and isinstance(ttl, int) and 0 <= ttl < self.tick * 1000:
+                expiring[shard] = received + ttl / 1000
+        with self._lock:
+            self._held = renewed
+            if self.me not in members:
+                members = tuple(sorted({*members, self.me}))
+            self._members = members
+        for shard in lost:
+            log.warning("lease of shard %d lost (%s): this replica stops touching its streams", shard,
+                        f"now held by {holders[shard]}" if holders.get(shard) else "it ran out")
+        abandoned = frozenset(self._expiring)  # whose holder had stopped renewing at the beat before
+        view = LeaseView(self.me, members, frozenset(renewed), holders, self._free_before, abandoned)
+        self._seen = _Seen(view, LeaseChanges(lost=tuple(lost), renew_failures=failures, error=error),
+                           self._holders)
+        self._holders, self._expiring = holders, expiring
+        self._free_before = frozenset(shard for shard, holder in holders.items() if holder is None)
+        return plan_leases(view, self.shards.count)
+
+    def move_commands(self, moves: LeaseMoves, now: float | None = None) -> list[tuple[str, ...]]:
+        """The second round trip, when there is something to take or give back: ``SET NX`` for each shard
+        to take, ``DEL`` for each to give back that is still held (by this replica's clock)."""
+        moment = time.monotonic() if now is None else now
+        token = self._server_ms(moment) * 1000
+        value = f"{token} {self.me}"
+        commands: list[tuple[str, ...]] = [
+            ("SET", self.shards.lease_key(shard), value, "NX", "PX", str(self.lease_ms)) for shard in moves.take]
+        commands += [("DEL", self.shards.lease_key(shard)) for shard in moves.release if self.holds(shard, moment)]
+        return commands
+
+    def moved(self, commands: Sequence[tuple[str, ...]], answers: Sequence[Any] | BaseException,
+              sent_at: float) -> LeaseChanges:
+        """Take in the second round trip's answers (none when there was none to make); what the beat's lease
+        work changed in all."""
+        seen = self._seen
+        changes = seen.changes if seen is not None else LeaseChanges()
+        if isinstance(answers, BaseException):
+            answers = [answers] * len(commands)
+        taken: list[int] = []
+        takeovers: list[Takeover] = []
+        released: list[int] = []
+        with self._lock:
+            for command, answer in zip(commands, answers):
+                shard = self._shard_of_lease[command[1]]
+                if command[0] == "DEL":
+                    self._held.pop(shard, None)
+                    released.append(shard)
+                elif not isinstance(answer, BaseException) and answer:  # else another took it first, or it failed
+                    self._held[shard] = _Held(int(command[2].split(" ", 1)[0]),
+                                              sent_at + self.settings.lease_seconds * (1 - MARGIN))
+                    taken.append(shard)
+                    previous = seen.previous_holders.get(shard) if seen is not None else None
+                    if previous is not None and previous != self.me:
+                        takeovers.append(Takeover(shard, previous, shard in seen.view.abandoned))  # type: ignore[union-attr]
+        self._free_before -= set(taken)
+        self._expiring = {shard: at for shard, at in self._expiring.items() if shard not in taken}
+        result = replace(changes, taken=tuple(taken), takeovers=tuple(takeovers), released=tuple(released))
+        self._log(result)
+        return result
+
+    @property
+    def _shard_of_lease(self) -> dict[str, int]:
+        found: dict[str, int] | None = getattr(self, "_lease_shards", None)
+        if found is None:
+            found = self._lease_shards = {self.shards.lease_key(shard): shard for shard in range(self.shards.count)}
+        return found
+
+    def _server_ms(self, now: float) -> int:
+        """The server's clock now, in ms, as the last TIME read it; this host's clock before the first."""
+        if self._server_at is None:
+            return int(time.time() * 1000)
+        server_ms, at = self._server_at
+        return int(server_ms + (now - at) * 1000)
+
+    def _read_time(self, answer: Any, sent_at: float, received_at: float) -> None:
+        if isinstance(answer, BaseException) or not isinstance(answer, (list, tuple)) or len(answer) != 2:
+            return
+        seconds, micros = (int(part) for part in answer)
+        self._server_at = (seconds * 1000 + micros / 1000, (sent_at + received_at) / 2)
+
+    def _log(self, changes: LeaseChanges) -> None:
+        """One line per kind of change a beat made: takeovers by previous holder, shards taken free or handed
+        over, shards given back."""
+        by_holder: dict[tuple[str, bool], list[int]] = {}
+        for takeover in changes.takeovers:
+            by_holder.setdefault((takeover.previous.split("~")[0], takeover.expired), []).append(takeover.shard)
+        for (previous, expired), shards in sorted(by_holder.items()):
+            if expired:
+                log.warning("took over %s from %s: its lease ran out (it stopped renewing)",
+                            _shards(shards), previous)
+            else:
+                log.info("took %s handed over by %s", _shards(shards), previous)
+        fresh = sorted(set(changes.taken) - {takeover.shard for takeover in changes.takeovers})
+        if fresh:
+            log.info("took %s, free", _shards(fresh))
+        if changes.released:
+            log.info("gave back %s for the other replicas", _shards(sorted(changes.released)))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _owner(value: Any) -> tuple[int, str] | None:
+    """A lease's value as ``(token, member)``; None for no lease (or one no replica wrote)."""
+    if value is None or isinstance(value, BaseException):
+        return None
+    token, _, member = _text(value).partition(" ")
+    return (int(token), member) if token.isdigit() and member else None
+
+
+def _members(answer: Any) -> tuple[str, ...]:
+    if isinstance(answer, BaseException) or not isinstance(answer, (list, tuple)):
+        return ()
+    return tuple(sorted(_text(member) for member in answer))
+
+
+def _shards(shards: Sequence[int]) -> str:
+    """``3 shards (0-1, 7)``: shard numbers for a log line."""
+    return f"{len(shards)} shard{'' if len(shards) == 1 else 's'} ({_ranges(sorted(shards))})"
+
+
+def _ranges(shards: Sequence[int]) -> str:
+    """``0-3, 7, 9-10``: shard numbers for a log line."""
+    parts: list[str] = []
+    start = previous = None
+    for shard in shards:
+        if previous is not None and shard == previous + 1:
+            previous = shard
+            continue
+        if start is not None:
+            parts.append(f"{start}-{previous}" if previous != start else str(start))
+        start = previous = shard
+    if start is not None:
+        parts.append(f"{start}-{previous}" if previous != start else str(start))
+    return ", ".join(parts)
