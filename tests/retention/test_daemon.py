@@ -48,6 +48,19 @@ def invoke(*args: str, env: dict[str, str] | None = None):
 
 
 class TestOnce:
+    def test_one_beat_takes_no_lease(self, tmp_path, redis_server, redis_conn):
+        """--once trims every stream whoever holds its shard, says so, and writes no lease key."""
+        append(redis_conn, FEED_KEY, 50)
+        group = "held-elsewhere"
+        path = write_policy(tmp_path, redis_server.url, FEED + f'[replicas]\ngroup = "{group}"\n')
+        for shard in range(64):  # another replica holds every shard
+            redis_conn.set(f"retain:replicas:{group}:lease:{shard}", "1 other~1", px=60_000)
+        result = invoke(str(path), "--once")
+        assert result.exit_code == 0, result.output
+        assert "taking no lease: every stream of the policy, whichever replica holds it" in result.output
+        assert redis_conn.xlen(FEED_KEY) == 10
+        assert redis_conn.keys(f"retain:replicas:{group}:members") == []
+
     def test_one_beat(self, tmp_path, redis_server, redis_conn):
         """--once applies one beat, prints it and exits 0."""
         append(redis_conn, FEED_KEY, 50)

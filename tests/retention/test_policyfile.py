@@ -10,7 +10,7 @@ import pytest
 
 from retain.archive import Archive, MaintenanceSettings
 from retain.errors import InvalidPolicy
-from retain.retention import ArchiveSettings, Policy, PolicyFile, StreamPolicy, load_policy, parse_policy
+from retain.retention import ArchiveSettings, Policy, PolicyFile, Replicas, StreamPolicy, load_policy, parse_policy
 from retain.streams import RawKey, StreamRef
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
@@ -58,6 +58,29 @@ class TestParse:
                               '[[stream]]\nkey = "b"\nmax_bytes = 4096\nbytes_samples = 5\napprox = false\n')
         assert parsed.policy.entries[0].window == Limits(MaxLen(100), MaxAge("7d"), MaxBytes(64 << 20))
         assert parsed.policy.entries[1].window == MaxBytes(4096, samples=5, approx=False)
+
+
+class TestReplicas:
+    def test_the_replicas_table(self):
+        """[replicas] gives the shards, the lease, the name, the group; absent, sharing is on with the defaults."""
+        parsed = parse_policy(ONE + '[replicas]\nshards = 16\nlease = "5s"\nname = "host-a"\ngroup = "orders"\n',
+                              "p.toml")
+        assert parsed.replicas == Replicas(shards=16, lease=5.0, name="host-a", group="orders")
+        assert parse_policy(ONE).replicas == Replicas()
+        assert not parse_policy(ONE + "[replicas]\nenabled = false\n").replicas.enabled
+
+    @pytest.mark.parametrize(("text", "message"), [
+        ("[replicas]\nshards = 0\n", "p.toml: [replicas]: field 'shards': must be a whole number >= 1 (got 0)"),
+        ('[replicas]\nlease = "1s"\n', "p.toml: [replicas] lease must be at least twice the tick (1 s < 2 x 1 s)"),
+        ('[replicas]\nname = "a b"\n', "p.toml: [replicas] name must be 1 to 64 letters"),
+        ("[replicas]\nlaese = 3\n", "p.toml: [replicas]: unknown field 'laese': expected one of enabled, shards, "
+                                    "lease, name, group"),
+        ("replicas = 3\n", "p.toml: field 'replicas': must be a [replicas] table (got 3)"),
+    ])
+    def test_refusals(self, text, message):
+        with pytest.raises(InvalidPolicy) as info:
+            parse_policy(ONE + text if text.startswith("[") else text + ONE, "p.toml")
+        assert message in str(info.value)
 
 
 class TestRefusals:

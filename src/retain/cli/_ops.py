@@ -32,8 +32,10 @@ from retain._redis import translate_errors
 from retain.beats import Beat
 from retain.clock import utc_now
 from retain.logs import LOG_FORMATS
-from retain.ops import DashboardPage, Health, LogdPanel, OpsServer, Readiness, Samples, StreamRow, beat_check
-from retain.retention import DriverMetrics, PolicyFile, StreamStatus, SweepReport, stream_status
+from retain.ops import (DashboardPage, Health, LogdPanel, OpsServer, Readiness, ReplicaPanel, Samples, StreamRow,
+                        beat_check)
+from retain.retention import (DriverMetrics, Policy, PolicyFile, RetentionDriver, StreamStatus, SweepReport,
+                              stream_status)
 from retain.wire import Tokens, refuse_open
 
 if TYPE_CHECKING:
@@ -96,6 +98,8 @@ class StreamsOps:
     def __init__(self, conn: Any, policy_file: PolicyFile, archive: Archive | None,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self.conn, self.policy_file, self.archive, self.clock = conn, policy_file, archive, clock
+        #: the running driver (:meth:`attach`): whose streams the status reads and the page show
+        self.driver: RetentionDriver | None = None
         self.metrics = DriverMetrics()
         self.samples = Samples()
         self.health = Health()
@@ -108,6 +112,24 @@ class StreamsOps:
         self.health.check("redis", self._redis_reachable)
         if archive is not None:
             self.health.check("archive", self._archive_reachable)
+        self.health.detail("replica", self._replica)
+
+    def attach(self, driver: RetentionDriver) -> None:
+        """Follow ``driver``: its streams (with replicas, those of the shards it holds) are the ones shown."""
+        self.driver = driver
+
+    def _policy(self) -> Policy:
+        """The streams this daemon trims now: its driver's (patterns expanded, its shards only), else the file's."""
+        return self.driver.held_policy() if self.driver is not None else self.policy_file.policy
+
+    def _replica(self) -> dict[str, object] | None:
+        """``/readyz``'s ``details.replica``: this replica's name and the shards it held at the last beat."""
+        with self._lock:
+            replica = self._report.replica if self._report is not None else None
+        if replica is None:
+            return None
+        return {"name": replica.name, "shards": sorted(replica.held), "of": replica.shards,
+                "members": replica.members}
 
     def on_report(self, report: SweepReport) -> None:
         """The driver's hook: its metrics and the last beat."""
@@ -124,7 +146,7 @@ class StreamsOps:
             return None if self._report is None else self._report.at.timestamp()
 
     def _read_status(self) -> bool:
-        statuses = stream_status(self.conn, self.policy_file.policy, now=self.clock(), archive=self.archive)
+        statuses = stream_status(self.conn, self._policy(), now=self.clock(), archive=self.archive)
         self.metrics.observe_status(statuses)
         for status in statuses:
             if status.error is None:
@@ -140,7 +162,7 @@ class StreamsOps:
 
     def _archive_reachable(self) -> str | None:
         assert self.archive is not None
-        for entry in self.policy_file.policy.archived:
+        for entry in self._policy().archived:
             self.archive.watermark(entry.stream)
         return None
 
@@ -150,7 +172,7 @@ class StreamsOps:
             statuses, report = {status.key: status for status in self._statuses}, self._report
         readiness = self.health.readiness()
         rows = []
-        for entry in self.policy_file.policy.entries:
+        for entry in self._policy().entries:
             status = statuses.get(entry.key)
             error = report.failures.get(entry.key) if report is not None else None
             if status is not None and status.error is not None:
@@ -164,7 +186,10 @@ class StreamsOps:
                 fold_lag=status.fold_lag if status and entry.archive else None,
                 last_beat=report.at.timestamp() if report is not None else None,
                 error=str(error) if error is not None else None, samples=self.samples.series(entry.key)))
-        return DashboardPage(f"retain streams run {self.policy_file.source}", rows,
+        replica = report.replica if report is not None else None
+        panel = None if replica is None else ReplicaPanel(replica.name, sorted(replica.held), replica.shards,
+                                                          replica.members)
+        return DashboardPage(f"retain streams run {self.policy_file.source}", rows, replica=panel,
                              not_ready=not_ready(readiness))
 
 

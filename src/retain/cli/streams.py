@@ -225,6 +225,8 @@ def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, address
             ops.on_report(report)
 
     driver = _driver(conn, policy_file, archive, measure_lengths=ops is not None, on_report=on_report)
+    if ops is not None:
+        ops.attach(driver)
     _check_credentials(conn, log)
     services: list[Service] = [driver]
     if ops is not None and address is not None:
@@ -240,7 +242,16 @@ def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, address
     run_daemon(*services, name="retention driver", log=log, log_format=log_format, finishing="the beat in progress",
                stopped=lambda: f"after {driver.beats} beats",
                started=lambda: f"retention driver started: {len(policy_file.policy)} streams{folding} from "
-                               f"{policy_file.source}, tick {policy_file.tick:g}s{where()}")
+                               f"{policy_file.source}, tick {policy_file.tick:g}s{sharing(driver)}{where()}")
+
+
+def sharing(driver: RetentionDriver) -> str:
+    """How the start line says the driver shares its policy: as which replica, in how many shards."""
+    replicas = driver.replicas
+    if not replicas.enabled:
+        return "; no replicas: this daemon trims every stream"
+    return (f"; replica {driver.leases.name} of group {driver.leases.shards.group} ({replicas.shards} shards, "
+            f"{replicas.lease_seconds:g} s leases)")
 
 
 def _fields_of(report: SweepReport) -> dict[str, Any]:
@@ -252,4 +263,11 @@ def _fields_of(report: SweepReport) -> dict[str, Any]:
     if report.failures:
         fields["failures"] = {key: {"error": type(error).__name__, "message": str(error)}
                               for key, error in report.failures.items()}
+    if report.replica is not None:
+        fields["shards"] = len(report.replica.held)
+        takeovers = [takeover.shard for takeover in report.replica.changes.takeovers if takeover.expired]
+        if takeovers:
+            fields["takeovers"] = takeovers
+    if report.races_lost:
+        fields["races_lost"] = dict(report.races_lost)
     return fields

@@ -20,13 +20,14 @@ Imports: the vocabulary and :mod:`retain.wire` (its uvicorn runner); the daemons
 command modules compose it with their part, which never imports it.
 """
 
-from retain.ops.dashboard import DashboardPage, LogdPanel, StreamRow, render_dashboard
+from retain.ops.dashboard import DashboardPage, LogdPanel, ReplicaPanel, StreamRow, render_dashboard
 from retain.ops.health import Health, Readiness, beat_check
 from retain.ops.http import OpsServer, ops_routes
 from retain.ops.samples import Samples
 
 __all__ = [
     "DashboardPage",
+    "ReplicaPanel",
     "Health",
     "LogdPanel",
     "OpsServer",

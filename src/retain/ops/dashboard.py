@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-__all__ = ["DashboardPage", "LogdPanel", "StreamRow", "render_dashboard"]
+__all__ = ["DashboardPage", "LogdPanel", "ReplicaPanel", "StreamRow", "render_dashboard"]
 
 REFRESH_SECONDS = 5
 _BAR_WIDTH, _BAR_HEIGHT = 160, 12
@@ -57,12 +57,23 @@ class LogdPanel:
 
 
 @dataclass(frozen=True)
+class ReplicaPanel:
+    """What the dashboard shows of a replica that shares its policy: its name and the shards it holds."""
+
+    name: str
+    held: Sequence[int]
+    shards: int
+    members: int
+
+
+@dataclass(frozen=True)
 class DashboardPage:
     """One snapshot of a daemon, as the page shows it."""
 
     title: str
     streams: Sequence[StreamRow] = ()
     logd: LogdPanel | None = None
+    replica: ReplicaPanel | None = None
     #: readiness: None when ready, else the reasons
     not_ready: Sequence[str] = ()
     at: float = field(default_factory=time.time)
@@ -78,6 +89,8 @@ def render_dashboard(page: DashboardPage) -> str:
         parts.append(f'<section class="not-ready" data-ready="false"><h2>not ready</h2><ul>{items}</ul></section>')
     else:
         parts.append('<section class="ready" data-ready="true"><p>ready</p></section>')
+    if page.replica is not None:
+        parts.append(_replica(page.replica))
     if page.streams:
         parts.append(_streams(page))
     if page.logd is not None:
@@ -144,6 +157,15 @@ def _sparkline(samples: Sequence[tuple[float, float]]) -> str:
     return (f'<svg class="spark" width="{_SPARK_WIDTH}" height="{_SPARK_HEIGHT}" role="img" '
             f'aria-label="length over the last hour">'
             f'<polyline fill="none" stroke="#3366cc" stroke-width="1.5" points="{points}"/></svg>')
+
+
+def _replica(panel: ReplicaPanel) -> str:
+    held = ", ".join(str(shard) for shard in sorted(panel.held)) or "none"
+    return (f'<section class="replica" data-replica="{html.escape(panel.name)}" data-shards="{len(panel.held)}">'
+            f'<h2>replica {html.escape(panel.name)}</h2>'
+            f"<p>holds <b>{len(panel.held)}</b> of {panel.shards} shards, one of {panel.members} replicas: "
+            f"the streams below are those of its shards</p>"
+            f'<p class="shards">shards {html.escape(held)}</p></section>')
 
 
 def _logd(panel: LogdPanel, now: float) -> str:

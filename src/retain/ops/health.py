@@ -34,10 +34,16 @@ class Readiness:
 
     ready: bool
     reasons: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: what the daemon adds for people, whatever the checks say (a replica: the shards it holds)
+    details: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
 
     def to_document(self) -> dict[str, object]:
-        """``{"ready": false, "reasons": {"redis": "Redis unavailable: ..."}}``: what ``/readyz`` answers."""
-        return {"ready": self.ready, "reasons": dict(self.reasons)}
+        """``{"ready": false, "reasons": {"redis": "Redis unavailable: ..."}}``: what ``/readyz`` answers,
+        with ``details`` when the daemon gives some."""
+        document: dict[str, object] = {"ready": self.ready, "reasons": dict(self.reasons)}
+        if self.details:
+            document["details"] = dict(self.details)
+        return document
 
 
 class Health:
@@ -45,10 +51,15 @@ class Health:
 
     def __init__(self) -> None:
         self._checks: dict[str, Check] = {}
+        self._details: dict[str, Callable[[], object]] = {}
 
     def check(self, name: str, check: Check) -> None:
         """Register (or replace) the check called ``name``."""
         self._checks[name] = check
+
+    def detail(self, name: str, detail: Callable[[], object]) -> None:
+        """Register what ``/readyz`` also says under ``details[name]`` (a JSON value; None leaves it out)."""
+        self._details[name] = detail
 
     def readiness(self) -> Readiness:
         """Run every check; ready when none has a reason."""
@@ -60,7 +71,8 @@ class Health:
                 reason = f"{type(exc).__name__}: {exc}"
             if reason:
                 reasons[name] = reason
-        return Readiness(not reasons, MappingProxyType(reasons))
+        details = {name: value for name, detail in self._details.items() if (value := detail()) is not None}
+        return Readiness(not reasons, MappingProxyType(reasons), MappingProxyType(details))
 
 
 def beat_check(last_beat: Callable[[], float | None], *, tick: float,

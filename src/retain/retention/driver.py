@@ -350,12 +350,14 @@ class RetentionDriver(_Driver):
             return exc
 
     def run(self) -> None:
-        """Beat in this thread until :meth:`stop` is called; a beat in progress is finished first."""
+        """Beat in this thread until :meth:`stop` is called; a beat in progress is finished first, then the
+        replica's leases are given back."""
         self._start_maintainer()
         try:
             self._runner.run()
         finally:
             self._stop_maintainer()
+            self._release()
 
     def start(self) -> RetentionDriver:
         """Beat on a daemon thread until :meth:`stop`; calling it while running is refused."""
@@ -364,9 +366,17 @@ class RetentionDriver(_Driver):
         return self
 
     def stop(self, timeout: float | None = None) -> None:
-        """Ask the beat to end after the beat in progress; wait for the thread :meth:`start` made."""
+        """Ask the beat to end after the beat in progress; wait for the thread :meth:`start` made; give the
+        replica's leases back, so that the other replicas take its shards at their next beat."""
         self._runner.stop(timeout)
         self._stop_maintainer()
+        if not self._runner.running:
+            self._release()
+
+    def _release(self) -> None:
+        commands = self.leases.release_commands()
+        if commands:
+            self._pipeline(commands)  # best effort: a lease not deleted runs out by itself
 
     @property
     def running(self) -> bool:
@@ -465,12 +475,14 @@ class AsyncRetentionDriver(_Driver):
         return self._observed(await self.sweep())
 
     async def run(self) -> None:
-        """Beat in this task until :meth:`stop` is called; a beat in progress is finished first."""
+        """Beat in this task until :meth:`stop` is called; a beat in progress is finished first, then the
+        replica's leases are given back."""
         self._start_maintainer()
         try:
             await self._runner.run()
         finally:
             self._stop_maintainer()
+            await self._release()
 
     async def start(self) -> AsyncRetentionDriver:
         """Beat in a background task until :meth:`stop`; calling it while running is refused."""
@@ -479,9 +491,16 @@ class AsyncRetentionDriver(_Driver):
         return self
 
     async def stop(self) -> None:
-        """Ask the beat to end after the beat in progress; wait for the task :meth:`start` made."""
+        """Ask the beat to end after the beat in progress; wait for the task :meth:`start` made; give the
+        replica's leases back."""
         await self._runner.stop()
         self._stop_maintainer()
+        await self._release()
+
+    async def _release(self) -> None:
+        commands = self.leases.release_commands()
+        if commands:
+            await self._pipeline(commands)  # best effort: a lease not deleted runs out by itself
 
     @property
     def running(self) -> bool:

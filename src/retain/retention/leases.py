@@ -465,6 +465,20 @@ class LeaseBook:
             found = self._lease_shards = {self.shards.lease_key(shard): shard for shard in range(self.shards.count)}
         return found
 
+    def release_commands(self) -> list[tuple[str, ...]]:
+        """What a replica that stops sends: its leases still held deleted, itself out of the members, so that
+        the others take its shards at their next beat rather than a lease time later. Forgets them at once."""
+        if not self.enabled:
+            return []
+        moment = time.monotonic()
+        with self._lock:
+            held = [shard for shard, lease in self._held.items() if moment < lease.until]
+            self._held = {}
+        commands: list[tuple[str, ...]] = [("DEL", self.shards.lease_key(shard)) for shard in sorted(held)]
+        if held:
+            log.info("gave back %s: this replica stops", _shards(held))
+        return commands + [("ZREM", self.shards.members_key, self.me)]
+
     def _server_ms(self, now: float) -> int:
         """The server's clock now, in ms, as the last TIME read it; this host's clock before the first."""
         if self._server_at is None:

@@ -70,8 +70,16 @@ class Maintainer:
             self._beat.start()
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop looking; a maintenance in progress runs to its end on its own thread."""
+        """Stop looking, and give the maintenance lease back; a maintenance in progress runs to its end on its
+        own thread."""
         self._beat.stop(timeout)
+        if self.lease is not None and self.holding:
+            conn, key, _ = self.lease
+            try:
+                conn.delete(key)
+            except REDIS_ERRORS:
+                pass  # it runs out by itself
+            self.holding = False
 
     @property
     def running(self) -> bool:

@@ -17,6 +17,11 @@
 | ``retain_beat_duration_seconds`` | histogram | |
 | ``retain_beats_total`` | counter | |
 | ``retain_last_beat_timestamp_seconds`` | gauge (the beat's clock instant) | |
+| ``retain_replica_shards`` | gauge: shards this replica holds now (with replicas) | |
+| ``retain_replica_members`` | gauge: live replicas of the policy, this one included | |
+| ``retain_lease_takeovers_total`` | counter: shards taken over from a replica that stopped renewing them | |
+| ``retain_lease_renew_failures_total`` | counter: lease renewals that did not go through (lost, or failed) | |
+| ``retain_fold_races_lost_total`` | counter: folds that found another folder had committed W first | |
 
 The gauges after ``retain_stream_failures_total`` come from :meth:`DriverMetrics.observe_status`,
 fed by the daemon's ops monitor (:func:`~retain.retention.status.stream_status`).
@@ -39,7 +44,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 
-from retain.retention.driver import SweepReport
+from retain.retention.report import SweepReport
 from retain.retention.status import StreamStatus
 
 __all__ = ["DriverMetrics", "MetricsServer"]
@@ -87,6 +92,19 @@ class DriverMetrics:
                               "Entries outside the window not yet folded into the archive.", ["stream"],
                               registry=self.registry)
         self.beats = Counter("retain_beats", "Beats the retention driver completed.", registry=self.registry)
+        self.shards = Gauge("retain_replica_shards", "Shards of the policy this replica holds now.",
+                            registry=self.registry)
+        self.members = Gauge("retain_replica_members", "Live replicas of the policy, this one included.",
+                             registry=self.registry)
+        self.takeovers = Counter("retain_lease_takeovers",
+                                 "Shards this replica took over from one that had stopped renewing their lease.",
+                                 registry=self.registry)
+        self.renew_failures = Counter("retain_lease_renew_failures",
+                                      "Lease renewals that did not go through: the lease was lost, or the command "
+                                      "failed.", registry=self.registry)
+        self.races_lost = Counter("retain_fold_races_lost",
+                                  "Folds that found another folder had committed W first (they read on from it).",
+                                  registry=self.registry)
         self.last_beat = Gauge("retain_last_beat_timestamp_seconds", "Clock instant of the last completed beat.",
                                registry=self.registry)
 
@@ -104,6 +122,13 @@ class DriverMetrics:
             self.unconsumed.labels(key, group).inc(taken.total)
         for key, length in report.lengths.items():
             self.length.labels(key).set(length)
+        self.races_lost.inc(sum(report.races_lost.values()))
+        replica = report.replica
+        if replica is not None:
+            self.shards.set(len(replica.held))
+            self.members.set(replica.members)
+            self.takeovers.inc(sum(1 for takeover in replica.changes.takeovers if takeover.expired))
+            self.renew_failures.inc(replica.changes.renew_failures)
         self.duration.observe(report.elapsed)
         self.beats.inc()
         self.last_beat.set(report.at.timestamp())
