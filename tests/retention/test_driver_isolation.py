@@ -20,7 +20,7 @@ from retain.servers import RedisServer, SeaweedServer
 from retain.streams import StreamRef
 from retain.windows import MaxLen
 from tests.helpers.archive import archived_ids
-from tests.helpers.retention import SOLO
+from tests.helpers.retention import SOLO, Reports
 from tests.helpers.streams import append
 from tests.helpers.waiting import wait_for
 
@@ -76,6 +76,34 @@ def test_frozen_store_fails_only_the_archived_stream(redis_conn, weed):
     kept = set(archived_ids(archive, archived)) | live
     assert kept == {ms_seq(entry_id) for entry_id in appended}, "no entry lost"
     assert len(archived_ids(archive, archived)) == len(set(archived_ids(archive, archived))), "none archived twice"
+
+
+def test_a_running_driver_trims_plain_streams_every_tick_while_the_store_is_frozen(redis_conn, weed):
+    """INV-ISOLATION on a runner: with the object store frozen, the beats go on at their tick, each trimming the
+    plain stream; the archive job goes on beside them (its streams reported as archiving), never two at once,
+    and is given up at its deadline. A beat that waited for its job would have made no beat for the deadline."""
+    plain, archived = fresh("plain"), fresh("archived")
+    archive = weed.archive(f"frozen-{uuid.uuid4().hex}")
+    policy = [StreamPolicy(plain, MaxLen(50, approx=False)),
+              StreamPolicy(archived, MaxLen(50, approx=False), archive=True)]
+    append(redis_conn, archived.key, 100)
+    reports = Reports()
+    driver = RetentionDriver(redis_conn, policy, archive=archive, tick=0.1, archive_deadline=3.0,
+                             on_report=reports, replicas=SOLO)
+    with driver:
+        wait_for(lambda: any(archived.key in report.folded_by for report in reports.since(0)), "a first fold")
+        os.kill(weed.pid, signal.SIGSTOP)
+        try:
+            frozen_from = len(reports)
+            wait_for(lambda: any(isinstance(report.failures.get(archived.key), ArchiveTimeout)
+                                 for report in reports.since(frozen_from)), "the job to be given up", timeout=60)
+            during = reports.since(frozen_from)
+        finally:
+            os.kill(weed.pid, signal.SIGCONT)
+        wait_for(lambda: not driver.archiving, "the late job to end", timeout=120)
+    archiving = [report for report in during if archived.key in report.archiving]
+    assert len(during) >= 10 and len(archiving) >= 5, "beats went on at the tick while the job was stuck"
+    assert all(plain.key in report.removed_by for report in during), "the plain stream was trimmed every beat"
 
 
 def test_deadline_is_checked(redis_conn):

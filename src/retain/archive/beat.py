@@ -37,6 +37,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+import redis.cluster
+
+from retain._nodes import send_by_node
 from retain._redis import as_retain_error, translate_errors
 from retain.archive._pipeline import Workers, raw_reader, read_file
 from retain.archive.files import EncodedFile, FileWriter, encode_runs
@@ -240,12 +243,14 @@ def _observe(conn: Any, archive: Archive, targets: Sequence[_Target]) -> tuple[l
     """Each stream's live counters, in one pipeline, then W and its ordinal from one snapshot; the gap check."""
     failed: Failed = {}
     try:
-        infos = live_infos(conn, [target.key for target in targets])
+        infos = live_infos(conn, [target.key for target in targets], failed=failed)
     except RetainError as error:
         return [], {target.key: error for target in targets}
-    positions = archive.positions(target.stream for target in targets)
+    positions = archive.positions(target.stream for target in targets if target.key not in failed)
     observed = []
     for target in targets:
+        if target.key in failed:
+            continue  # its node did not answer
         before, ordinal = positions[target.key]
         missing = gap(target.key, infos.get(target.key), before, ordinal)
         if missing is not None:
@@ -578,18 +583,22 @@ def _trim(conn: Any, items: Sequence[_Stored], archive: Archive, min_entries: in
 
 
 def _send_all(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
-    """Every command in one pipeline: each one's answer, or the RetainError it met (a lost connection: all)."""
+    """Every command in one pipeline (on a cluster one per node): each one's answer, or the RetainError it met
+    (a lost connection: all of its node's)."""
     if not commands:
         return []
     try:
         with translate_errors():
-            pipe = conn.pipeline(transaction=False)
-            try:
-                for command in commands:
-                    pipe.execute_command(*command)
-                answers: list[Any] = pipe.execute(raise_on_error=False)
-            finally:
-                pipe.reset()
+            if isinstance(conn, redis.cluster.RedisCluster):
+                answers = send_by_node(conn, commands)  # a node's outage fails its own streams only
+            else:
+                pipe = conn.pipeline(transaction=False)
+                try:
+                    for command in commands:
+                        pipe.execute_command(*command)
+                    answers = pipe.execute(raise_on_error=False)
+                finally:
+                    pipe.reset()
     except RetainError as error:
         return [error] * len(commands)
     return [as_retain_error(answer, command[1]) if isinstance(answer, BaseException) else answer

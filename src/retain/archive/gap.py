@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+import redis.cluster
 
-from retain._redis import REDIS_ERRORS, translate_errors
-from retain.errors import ArchiveGap
+from retain._nodes import send_by_node
+from retain._redis import REDIS_ERRORS, as_retain_error, translate_errors
+from retain.errors import ArchiveGap, RetainError
 from retain.ids import StreamId
 
 __all__ = ["LiveInfo", "gap", "live_info", "live_infos", "next_ordinal"]
@@ -89,31 +91,38 @@ def live_info(conn: Any, key: str) -> LiveInfo | None:
     return live_infos(conn, [key])[key]
 
 
-def live_infos(conn: Any, keys: Sequence[str]) -> dict[str, LiveInfo | None]:
+def live_infos(conn: Any, keys: Sequence[str], *,
+               failed: dict[str, RetainError] | None = None) -> dict[str, LiveInfo | None]:
     """:func:`live_info` of every key, in one pipeline (one per node on a cluster).
 
-    A key that holds no stream (or none at all) is None: the fold reports that itself.
+    A key that holds no stream (or none at all) is None: the fold reports that itself. With ``failed``, a
+    key whose node could not answer goes there (and not into the result) instead of failing every key.
 
     Raises:
-        ServerUnavailable, AuthenticationError: the pipeline could not run.
+        ServerUnavailable, AuthenticationError: the pipeline could not run (or, without ``failed``, a node).
     """
     if not keys:
         return {}
     with translate_errors():
-        pipe = conn.pipeline(transaction=False)
-        try:
-            for key in keys:
-                pipe.execute_command("XINFO", "STREAM", key)
-            answers = pipe.execute(raise_on_error=False)
-        finally:
-            pipe.reset()
+        if isinstance(conn, redis.cluster.RedisCluster):
+            answers = send_by_node(conn, [("XINFO", "STREAM", key) for key in keys])
+        else:
+            pipe = conn.pipeline(transaction=False)
+            try:
+                for key in keys:
+                    pipe.execute_command("XINFO", "STREAM", key)
+                answers = pipe.execute(raise_on_error=False)
+            finally:
+                pipe.reset()
     found: dict[str, LiveInfo | None] = {}
     for key, answer in zip(keys, answers):
         if isinstance(answer, redis.exceptions.ResponseError):
             found[key] = None
-        elif isinstance(answer, REDIS_ERRORS):
-            with translate_errors(key):
-                raise answer
+        elif isinstance(answer, (*REDIS_ERRORS, RetainError)):
+            error = answer if isinstance(answer, RetainError) else as_retain_error(answer, key)
+            if failed is None:
+                raise error
+            failed[key] = error
         else:
             found[key] = _parsed(answer)
     return found

@@ -10,12 +10,15 @@ on; a commit that fails fails the streams it carried. Every step is safe to
 re-run after a crash (INV-IDEMPOTENT): the next beat folds on from W.
 
 The job runs on a :class:`~retain.retention._slot.JobSlot`, started before
-the plain trims are sent, and the beat waits for it at most the deadline
-(10 s by default): a frozen object store then fails the archived streams for
-the beat with :class:`~retain.errors.ArchiveTimeout` and never the plain ones
-(INV-ISOLATION). The job the beat gave up on starts no further step (no
-commit, no trim) and, while it still runs, the next beats start none of their
-own: one archive job at a time, never two on one W.
+the plain trims are sent. A beat on a runner waits for it no longer than its
+next tick: a job still running then carries on beside the next beats (which
+start no job of their own: one at a time, never two on one W), and the beat
+that sees it end reports what it did. The plain streams are trimmed every
+tick whatever the archive does (INV-ISOLATION). A job still running
+``deadline`` seconds (10 by default) after it started is given up: its
+streams fail with :class:`~retain.errors.ArchiveTimeout`, and it starts no
+further step (no commit, no trim). A :meth:`sweep` called by hand waits for
+its job up to the deadline.
 
 With replicas each stream carries its shard's claim
 (:class:`~retain.archive.Fence`): the job asks it before every step, and its
@@ -24,6 +27,7 @@ fencing token goes into the commit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -57,6 +61,8 @@ class ArchivedBeat:
     failures: dict[str, RetainError] = field(default_factory=dict)
     fold_failures: dict[str, RetainError] = field(default_factory=dict)
     races_lost: dict[str, int] = field(default_factory=dict)
+    #: streams whose archive job goes on past this beat: a later beat reports what it did
+    archiving: set[str] = field(default_factory=set)
 
     @classmethod
     def all_failed(cls, entries: Sequence[StreamPolicy], error: RetainError) -> ArchivedBeat:
@@ -65,6 +71,26 @@ class ArchivedBeat:
         for entry in entries:
             beat.failures[entry.key] = beat.fold_failures[entry.key] = error
         return beat
+
+    def then(self, later: ArchivedBeat) -> ArchivedBeat:
+        """This job's outcome followed by a later one's, in one report: what both folded and removed added up,
+        the later W, length and failure of a stream where it has one."""
+        merged = ArchivedBeat()
+        for name in ("folded_by", "removed_by", "races_lost"):
+            total: dict[str, int] = dict(getattr(self, name))
+            for key, count in getattr(later, name).items():
+                total[key] = total.get(key, 0) + count
+            setattr(merged, name, total)
+        merged.watermarks = self.watermarks | later.watermarks
+        merged.lengths = self.lengths | later.lengths
+        merged.failures = {key: error for key, error in self.failures.items() if key not in later.folded_by}
+        merged.failures |= later.failures
+        merged.fold_failures = {key: error for key, error in self.fold_failures.items() if key in merged.failures}
+        merged.fold_failures |= later.fold_failures
+        for key in merged.failures:
+            merged.removed_by.pop(key, None)
+        merged.archiving = set(later.archiving)
+        return merged
 
 
 class ArchiveJob:
@@ -78,31 +104,66 @@ class ArchiveJob:
         self.archive, self.deadline = archive, deadline
         self.fold_min_entries, self.measure_lengths = fold_min_entries, measure_lengths
         self._slot: JobSlot[ArchivedBeat] = JobSlot("retention-archive")
+        #: the job in flight: its future, when it started (monotonic), its streams; None between jobs
+        self._job: tuple[Future[ArchivedBeat], float, tuple[StreamPolicy, ...]] | None = None
 
     @property
     def busy(self) -> bool:
-        """True while a job still runs: the current beat's, or one a beat gave up on at its deadline."""
+        """True while a job still runs: the current beat's, a late one, or one a beat gave up on."""
         return self._slot.busy
 
     def start(self, conn: Any, now: datetime, entries: Sequence[StreamPolicy], measured: Measured | None = None,
               fences: Mapping[str, Fence] | None = None) -> Future[ArchivedBeat] | ArchivedBeat:
         """Start the job of a beat on the slot: a Future of what it comes to, or at once what the beat is when
-        there is nothing to do or the job of an earlier beat still runs."""
+        there is nothing to do, or the job of an earlier beat still runs (its streams are still being
+        archived; past its deadline, it is given up and they fail)."""
         if not entries:
             return ArchivedBeat()
-        if self._slot.busy:
+        if self._job is not None:
+            future, started, running = self._job
+            if not future.done():
+                if time.monotonic() - started >= self.deadline:
+                    return self.give_up()
+                return ArchivedBeat(archiving={entry.key for entry in running})
+        if self._slot.busy:  # a job given up on, still stuck: it starts no step, but no other may start yet
             return ArchivedBeat.all_failed(entries, ArchiveTimeout(
                 "not folded this beat: the archive work of an earlier beat, which passed its deadline of "
                 f"{self.deadline:g} s, is still running (one at a time, so that two never race on W)"))
-        return self._slot.start(lambda cancelled: self.run(conn, now, entries, cancelled, measured, fences))
+        future = self._slot.start(lambda cancelled: self.run(conn, now, entries, cancelled, measured, fences))
+        self._job = (future, time.monotonic(), tuple(entries))
+        return future
 
-    def gave_up(self, entries: Sequence[StreamPolicy]) -> ArchivedBeat:
-        """What a beat whose job passed the deadline reports: every archived stream failed with
+    def finished(self) -> ArchivedBeat | None:
+        """What the job in flight did, once it has ended (then it is no longer in flight); None while it runs
+        or when there is none. A job that raised (a bug, an injected crash) raises here."""
+        if self._job is None or not self._job[0].done():
+            return None
+        future = self._job[0]
+        self._job = None
+        return future.result()
+
+    def overdue(self) -> bool:
+        """True when the job in flight has run longer than the deadline."""
+        return self._job is not None and time.monotonic() - self._job[1] >= self.deadline
+
+    def remaining(self) -> float:
+        """Seconds until the job in flight passes the deadline (0 with none)."""
+        return 0.0 if self._job is None else max(0.0, self.deadline - (time.monotonic() - self._job[1]))
+
+    def give_up(self) -> ArchivedBeat:
+        """What a beat reports of a job that passed the deadline: each of its streams failed with
         :class:`~retain.errors.ArchiveTimeout`; the job is told to start no further step."""
+        running = self._job[2] if self._job is not None else ()
         self._slot.give_up()
-        return ArchivedBeat.all_failed(entries, ArchiveTimeout(
+        self._job = None
+        return ArchivedBeat.all_failed(running, ArchiveTimeout(
             f"not folded this beat: the archive did not finish within the deadline of {self.deadline:g} s "
             "(the policy file's [archive] deadline); the stream stays untrimmed until a fold goes through"))
+
+    def still_running(self) -> ArchivedBeat:
+        """What a beat reports of a job that goes on past it: its streams are being archived."""
+        running = self._job[2] if self._job is not None else ()
+        return ArchivedBeat(archiving={entry.key for entry in running})
 
     def run(self, conn: Any, now: datetime, entries: Sequence[StreamPolicy],
             cancelled: Callable[[], bool] = lambda: False, measured: Measured | None = None,

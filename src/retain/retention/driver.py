@@ -56,7 +56,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as wait_for_futures
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -80,7 +80,7 @@ from retain.retention.policyfile import PolicyFile
 from retain.retention.report import SweepReport
 from retain.retention.roundtrip import collector_paused, pipeline_options, send_direct, send_pipeline
 from retain.retention.shards import Shards, policy_group
-from retain.retention.sweep import TIMED_OUT, Blocking, Scan, Send, Step, Sweeper, Trims, Wait
+from retain.retention.sweep import Blocking, Scan, Send, Step, Sweeper, Trims, Wait
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, deltalake) is loaded by a driver that archives.
@@ -276,7 +276,7 @@ class RetentionDriver(_Driver):
                          tick=tick, clock=clock, max_backoff=max_backoff, measure_lengths=measure_lengths,
                          on_report=on_report, archive_deadline=archive_deadline, track_groups=track_groups,
                          replicas=replicas, job_conn=conn)
-        self._runner = self._cadence = Beat(lambda: self._observed(self.sweep()), tick=self.tick,
+        self._runner = self._cadence = Beat(lambda: self._observed(self.sweep(patience=self.tick)), tick=self.tick,
                                             max_backoff=self.max_backoff, name="retention-driver",
                                             next_in=self.next_in)
 
@@ -293,13 +293,17 @@ class RetentionDriver(_Driver):
         """
         return cls(conn, policy_file.policy, **_file_options(policy_file, archive) | options)
 
-    def sweep(self) -> SweepReport:
+    def sweep(self, *, patience: float | None = None) -> SweepReport:
         """Apply one beat at the clock's instant; never raises for a stream's failure.
+
+        ``patience``: the most seconds the beat waits for its archive job (its runner passes the tick: the
+        job goes on beside the next beats, and the beat that sees it end reports it); None: up to the
+        archive deadline.
 
         Raises:
             InvalidWindow: the clock returned a naive datetime (a bug in the caller's clock).
         """
-        steps = self._sweeper.steps(self.clock())
+        steps = self._sweeper.steps(self.clock(), patience)
         answer: Any = None
         try:
             while True:
@@ -322,10 +326,8 @@ class RetentionDriver(_Driver):
                 return error
         if isinstance(step, Blocking):
             return step.run(self.conn)
-        try:
-            return step.future.result(timeout=step.timeout)
-        except FutureTimeout:
-            return TIMED_OUT
+        wait_for_futures([step.future], timeout=step.timeout)
+        return None
 
     def _pipeline(self, commands: Sequence[tuple[str, ...]]) -> list[Any] | BaseException:
         """``commands`` in one round trip (packed afresh): each answer, or the error that failed them all."""
@@ -425,12 +427,13 @@ class AsyncRetentionDriver(_Driver):
                                                  max_backoff=self.max_backoff, name="retention-driver",
                                                  next_in=self.next_in)
 
-    async def sweep(self) -> SweepReport:
+    async def sweep(self, *, patience: float | None = None) -> SweepReport:
         """Apply one beat at the clock's instant; never raises for a stream's failure.
 
-        The round trips go on the event loop; folds and protected streams on worker threads.
+        The round trips go on the event loop; folds and protected streams on worker threads. ``patience``
+        as :meth:`RetentionDriver.sweep`.
         """
-        steps = self._sweeper.steps(self.clock())
+        steps = self._sweeper.steps(self.clock(), patience)
         answer: Any = None
         try:
             while True:
@@ -453,10 +456,8 @@ class AsyncRetentionDriver(_Driver):
                 return error
         if isinstance(step, Blocking):
             return await asyncio.to_thread(step.run, self.fold_conn)
-        try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(step.future)), step.timeout)
-        except asyncio.TimeoutError:
-            return TIMED_OUT
+        await asyncio.wait({asyncio.wrap_future(step.future)}, timeout=step.timeout)
+        return None
 
     async def _pipeline(self, commands: Sequence[tuple[str, ...]]) -> list[Any] | BaseException:
         """``commands`` in one pipeline: each command's answer, or the error that failed them all."""
@@ -472,7 +473,7 @@ class AsyncRetentionDriver(_Driver):
             await pipe.reset()
 
     async def _observed_sweep(self) -> bool:
-        return self._observed(await self.sweep())
+        return self._observed(await self.sweep(patience=self.tick))
 
     async def run(self) -> None:
         """Beat in this task until :meth:`stop` is called; a beat in progress is finished first, then the

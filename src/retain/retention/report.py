@@ -49,9 +49,10 @@ class SweepReport:
     """What one beat did.
 
     ``removed_by`` has an entry for every stream whose trim went through (an
-    archived stream's after its fold), ``failures`` for every one that did not;
-    together they cover every stream of the policy the beat applied to: with
-    replicas (``replica``), the streams of the shards this replica held.
+    archived stream's after its fold), ``failures`` for every one that did not,
+    ``archiving`` for an archived one whose job goes on past the beat; together
+    they cover every stream of the policy the beat applied to: with replicas
+    (``replica``), the streams of the shards this replica held.
     ``folded_by`` and ``watermarks`` cover the archived streams whose fold went
     through.
     """
@@ -86,6 +87,8 @@ class SweepReport:
     races_lost: Mapping[str, int] = field(default_factory=_empty)
     #: the shards this replica held and what its leases did; None when it shares with no replica
     replica: ReplicaBeat | None = None
+    #: archived streams whose archive job goes on past this beat (a later beat reports what it did)
+    archiving: frozenset[str] = frozenset()
 
     @property
     def folded(self) -> int:

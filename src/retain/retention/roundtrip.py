@@ -2,8 +2,9 @@
 
 A standalone ``redis.Redis`` gets :func:`send_direct`: one write of the packed
 commands on a pooled connection, the replies parsed by hiredis straight off the
-socket (:func:`read_replies`). Any other client (a cluster, which groups the
-commands per node) goes through redis-py's pipeline (:func:`send_pipeline`).
+socket (:func:`read_replies`). A cluster gets one pipeline per node, all sent
+at once, a node's outage failing its own commands only (:func:`send_pipeline`,
+:mod:`retain._nodes`); any other client redis-py's pipeline.
 While a beat reads its answers the cyclic garbage collector is paused
 (:func:`collector_paused`).
 """
@@ -16,7 +17,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import redis
+import redis.cluster
 import redis.exceptions
+
+from retain._nodes import send_by_node
 
 hiredis: Any
 try:  # redis[hiredis]: the beat's replies are parsed in one pass (see read_replies)
@@ -27,8 +31,11 @@ except ImportError:  # pragma: no cover - redis-py's own parser then reads them 
 __all__ = ["READ_CHUNK", "collector_paused", "pipeline_options", "read_replies", "send_direct", "send_pipeline"]
 
 
-def send_pipeline(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
-    """Through redis-py's pipeline: one per node on a cluster (see the module docstring)."""
+def send_pipeline(conn: Any, commands: Sequence[tuple[str, ...]], *, node_timeout: float | None = None) -> list[Any]:
+    """Through redis-py's pipeline; on a cluster one per node, sent at once, a node that fails or has not
+    answered within ``node_timeout`` seconds failing its own commands only (:func:`retain._nodes.send_by_node`)."""
+    if isinstance(conn, redis.cluster.RedisCluster):
+        return send_by_node(conn, commands, timeout=node_timeout, options=pipeline_options)
     pipe = conn.pipeline(transaction=False)
     try:
         for command in commands:

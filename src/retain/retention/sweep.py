@@ -21,7 +21,9 @@ of step runs (in place, or awaited). A beat, at the clock's ``now``:
    protected streams one by one, blocking;
 7. **groups**: up to two round trips counting what the trims took that a
    group had not consumed (:mod:`retain.retention.groups`);
-8. **wait** for the archive job, at most the deadline; then the report.
+8. **wait** for the archive job: on a runner no longer than the tick (a job
+   still running goes on beside the next beats, which report it once it
+   ends), and never past its deadline (it is then given up); then the report.
 
 A stream's failure never raises: it is the stream's, in the report, and the
 next beat re-applies the idempotent window.
@@ -52,7 +54,7 @@ from retain.retention.shards import Shards
 if TYPE_CHECKING:
     from retain.archive import Fence
 
-__all__ = ["TIMED_OUT", "Blocking", "Scan", "Send", "Step", "Sweeper", "Trims", "Wait"]
+__all__ = ["Blocking", "Scan", "Send", "Step", "Sweeper", "Trims", "Wait"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,16 +87,14 @@ class Blocking:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """A job on another thread, waited for at most ``timeout`` seconds. Answer: its value, or :data:`TIMED_OUT`."""
+    """A job on another thread, waited for at most ``timeout`` seconds (its outcome is the steps' to take).
+    Answer: None."""
 
     future: Future[Any]
     timeout: float
 
 
 Step = Send | Trims | Scan | Blocking | Wait
-
-#: what a :class:`Wait` answers when the job did not finish in time
-TIMED_OUT = object()
 
 
 class Sweeper:
@@ -115,8 +115,12 @@ class Sweeper:
         self._pending = PendingCounter()
         self._held_of: tuple[Policy, frozenset[int], Policy] | None = None
 
-    def steps(self, now: datetime) -> Generator[Step, Any, SweepReport]:
-        """One beat at ``now``, as steps (see the module docstring); returns its report."""
+    def steps(self, now: datetime, patience: float | None = None) -> Generator[Step, Any, SweepReport]:
+        """One beat at ``now``, as steps (see the module docstring); returns its report.
+
+        ``patience``: seconds from the beat's start that it waits for its archive job at most (a runner's
+        tick: the job goes on past the beat, and a later one reports it); None: up to the job's deadline.
+        """
         started = time.monotonic()
         replica = yield from self._leases()
         if self._rescan_due(now):
@@ -125,12 +129,15 @@ class Sweeper:
         measured = read_sizes(policy.measured, (yield Send(measure_commands(policy.measured)))) \
             if policy.measured else None
         calls = decide(policy, now, measured.sizes if measured is not None else None)
+        earlier = self.archive_job.finished() if self.archive_job is not None else None
         job = self._start_archive(policy, now, measured)
         plain: PlainBeat = (yield Trims(calls)) if calls else PlainBeat()
         if policy.protected:
             yield Blocking(lambda conn: self.plain.protect(conn, policy.protected, now, measured, plain))
         unconsumed = (yield from self._unconsumed(plain.seen)) if plain.seen else None
-        archived = yield from self._archived(job, policy, started)
+        archived = yield from self._archived(job, started, patience)
+        if earlier is not None:  # a job of an earlier beat ended since: what it did is reported now
+            archived = earlier.then(archived)
         return self._report(now, plain, time.monotonic() - started, archived, policy, measured, unconsumed,
                             replica)
 
@@ -196,17 +203,23 @@ class Sweeper:
     #: the synchronous client the archive job folds with (the driver sets it)
     job_conn: Any = None
 
-    def _archived(self, job: Future[ArchivedBeat] | ArchivedBeat, policy: Policy,
-                  started: float) -> Generator[Step, Any, ArchivedBeat]:
+    def _archived(self, job: Future[ArchivedBeat] | ArchivedBeat, started: float,
+                  patience: float | None) -> Generator[Step, Any, ArchivedBeat]:
+        """What the beat's archive job came to: waited for up to its deadline, and no longer than ``patience``
+        from the beat's start; a job still running then goes on (its streams are reported as archiving), or
+        is given up once past its deadline."""
         if not isinstance(job, Future):
             return job
-        assert self.archive_job is not None
-        remaining = max(0.0, self.archive_job.deadline - (time.monotonic() - started))
-        done = yield Wait(job, remaining)
-        if done is TIMED_OUT:
-            return self.archive_job.gave_up(policy.archived)
-        assert isinstance(done, ArchivedBeat)
-        return done
+        job_ = self.archive_job
+        assert job_ is not None
+        wait = job_.remaining()
+        if patience is not None:
+            wait = min(wait, max(0.0, patience - (time.monotonic() - started)))
+        yield Wait(job, wait)
+        done = job_.finished()
+        if done is not None:
+            return done
+        return job_.give_up() if job_.overdue() else job_.still_running()
 
     # -- groups ---------------------------------------------------------------------------------------
 
@@ -248,7 +261,8 @@ class Sweeper:
                              fold_failures=MappingProxyType(archived.fold_failures),
                              maintenance=self.maintainer.finished() if self.maintainer is not None else None,
                              unconsumed=MappingProxyType(dict(unconsumed or {})),
-                             races_lost=MappingProxyType(archived.races_lost), replica=replica)
+                             races_lost=MappingProxyType(archived.races_lost), replica=replica,
+                             archiving=frozenset(archived.archiving))
         log_failures(report)
         return report
 

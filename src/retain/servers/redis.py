@@ -149,11 +149,12 @@ class ValkeyServer(RedisServer):
 
 
 class _ClusterNode(RedisServer):
-    def __init__(self, directory: Path, binary: str) -> None:
+    def __init__(self, directory: Path, binary: str, config: dict[str, str] | None = None) -> None:
         super().__init__(directory=directory, binary=binary, config={
             "cluster-enabled": "yes",
             "cluster-config-file": "nodes.conf",
             "cluster-node-timeout": "2000",
+            **(config or {}),
         })
 
     def _extra_ports(self) -> tuple[int, ...]:
@@ -161,19 +162,20 @@ class _ClusterNode(RedisServer):
 
 
 class RedisCluster(StartedOnEnter):
-    """A Redis Cluster of ``masters`` nodes (no replicas) on loopback, slots split evenly.
+    """A Redis Cluster of ``masters`` nodes (no replicas) on loopback, slots split evenly; ``config`` is added to
+    every node's (``{"cluster-require-full-coverage": "no"}``: the other masters serve while one is down).
 
     Example:
         >>> with RedisCluster() as cluster:
         ...     conn = cluster.client()   # a redis.cluster.RedisCluster
     """
 
-    def __init__(self, masters: int = 3, *, binary: str | None = None) -> None:
+    def __init__(self, masters: int = 3, *, binary: str | None = None, config: dict[str, str] | None = None) -> None:
         if masters < 1:
             raise ValueError(f"a cluster needs at least one master (got {masters})")
         self.binary = binary or find_redis_server()
         self.directory = Path(tempfile.mkdtemp(prefix="retain-cluster-"))
-        self.nodes = [_ClusterNode(self.directory / f"node{i}", self.binary) for i in range(masters)]
+        self.nodes = [_ClusterNode(self.directory / f"node{i}", self.binary, config) for i in range(masters)]
 
     @property
     def startup_nodes(self) -> list[tuple[str, int]]:
