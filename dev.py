@@ -55,6 +55,8 @@ FLOOR = ROOT / ".venv-redis-floor"
 FLOOR_STAMP = FLOOR / ".retain-installed"
 #: the parts that talk to Redis through redis-py: the driver, the cluster, the fold
 FLOOR_TESTS = ["tests/streams", "tests/retention", "tests/archive"]
+#: the minutes-long runs of real daemons (replicas killed, a master frozen) run once, in `test`, not per server
+NOT_SOAK = ["-m", "not soak"]
 #: the other servers the live tier runs on: name (what RETAIN_EXPECT_SERVER says) -> how the venv finds its binary
 SERVERS = {
     "valkey": "from retain.servers import find_valkey_server; print(find_valkey_server())",
@@ -80,13 +82,13 @@ def main(argv: list[str]) -> int:
         version = redis_floor()
         ensure_floor(version)
         path = os.pathsep.join(filter(None, [str(FLOOR), os.environ.get("PYTHONPATH")]))
-        return run([str(PYTHON), "-m", "pytest", *FLOOR_TESTS, *rest],
+        return run([str(PYTHON), "-m", "pytest", *FLOOR_TESTS, *NOT_SOAK, *rest],
                    PYTHONPATH=path, RETAIN_EXPECT_REDIS=version)
     if command == "servers":
         for name, finder in SERVERS.items():
             binary = subprocess.check_output([str(PYTHON), "-c", finder], cwd=ROOT, text=True).strip()
             print(f"dev.py: the streams, retention and archive tests on {name} ({binary})", file=sys.stderr)
-            status = run([str(PYTHON), "-m", "pytest", *FLOOR_TESTS, *rest],
+            status = run([str(PYTHON), "-m", "pytest", *FLOOR_TESTS, *NOT_SOAK, *rest],
                          RETAIN_REDIS_SERVER=binary, RETAIN_EXPECT_SERVER=name)
             if status:
                 return status

@@ -12,8 +12,10 @@ other masters' answers (a node's outage must cost only its own streams).
 and waits for them at most ``timeout`` seconds: a node that has not answered
 by then, or whose connection failed, fails its commands with
 :class:`~retain.errors.ServerUnavailable`; the other nodes' answers stand. A
-node still busy with an earlier round trip gets no other (at most one thread
-waits on a frozen node; the client's ``socket_timeout`` ends it). A
+node whose earlier pipeline did not answer in time gets no other until that one
+ends (one thread waits on a frozen node, not one per beat; the client's
+``socket_timeout`` ends it). Pipelines from several threads go to a healthy
+node side by side. A
 ``MOVED`` answer (the slots moved) fails its command this round trip and has
 the client read the cluster's layout again for the next one.
 """
@@ -36,8 +38,8 @@ __all__ = ["command_key", "send_by_node"]
 _KEY_THIRD = frozenset({"XINFO", "MEMORY", "OBJECT"})
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
-#: (client, node name) -> its last pipeline: a node still busy with one gets no other
-_in_flight: dict[tuple[int, str], Future[list[Any]]] = {}
+#: (client, node name) -> a pipeline that did not answer in time: until it ends, the node gets no other
+_stuck: dict[tuple[int, str], Future[list[Any]]] = {}
 
 
 def command_key(command: Sequence[str]) -> str | None:
@@ -67,19 +69,22 @@ def send_by_node(conn: Any, commands: Sequence[tuple[str, ...]], *, timeout: flo
         groups.setdefault(node.name, (node, []))[1].append(index)
     answers: list[Any] = [None] * len(commands)
     futures: dict[Future[list[Any]], list[int]] = {}
+    names: dict[Future[list[Any]], str] = {}
     for name, (node, indexes) in groups.items():
-        earlier = _in_flight.get((id(conn), name))
-        if earlier is not None and not earlier.done():
-            # Its last pipeline is still waiting on it: one thread per node at most, never a pile of them.
+        stuck = _stuck.get((id(conn), name))
+        if stuck is not None and not stuck.done():
+            # A pipeline to it is stuck past its time: one thread waits on a frozen node, never a pile of them.
             for index in indexes:
                 answers[index] = ServerUnavailable(f"the cluster node {name} has not answered an earlier round "
                                                    "trip yet")
             continue
         client = conn.get_redis_connection(node)
         future = _executor().submit(_pipeline, client, [commands[index] for index in indexes], options)
-        _in_flight[(id(conn), name)] = future
         futures[future] = indexes
+        names[future] = name
     done, late = wait(futures, timeout=timeout)
+    for future in late:
+        _stuck[(id(conn), names[future])] = future
     moved = False
     for future, indexes in futures.items():
         if future in late:

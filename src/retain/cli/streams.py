@@ -147,7 +147,7 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
     policy_file = load_policy(policy_path)
     archive = policy_file.open_archive()
     conn = _client(RedisTarget(url or policy_file.url or os.environ.get("RETAIN_REDIS_URL") or DEFAULT_REDIS_URL,
-                               policy_file.cluster, TlsFiles(tls_ca, tls_cert, tls_key)))
+                               policy_file.cluster, TlsFiles(tls_ca, tls_cert, tls_key)), policy_file.tick)
     try:
         if dry_run:
             _dry_run(conn, policy_file, archive)
@@ -159,11 +159,16 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
         conn.close()
 
 
-def _client(target: RedisTarget) -> Any:
-    # One retry covers a pooled connection gone stale; the driver's own backoff is the retry policy.
+def _client(target: RedisTarget, tick: float) -> Any:
+    # One retry covers a pooled connection gone stale; the driver's own backoff is the retry policy. A server
+    # that stops answering (frozen, a network partition) fails a command after a few ticks instead of holding
+    # the beat for ever; on a cluster, its commands alone (retain._nodes).
+    timeout = max(2.0, 2 * tick)
+    options: dict[str, Any] = {"retry": Retry(NoBackoff(), 1), "socket_timeout": timeout,
+                               "socket_connect_timeout": timeout}
     try:
         with translate_errors():
-            return redis_client(target.url, cluster=target.cluster, tls=target.tls, retry=Retry(NoBackoff(), 1))
+            return redis_client(target.url, cluster=target.cluster, tls=target.tls, **options)
     except InvalidInput as exc:
         raise click.BadParameter(str(exc), param_hint="--url") from exc
 

@@ -141,6 +141,12 @@ class _Driver:
         self._cadence = Cadence(self.tick, self.max_backoff)  # the runner's; replaced by it
 
     @property
+    def node_timeout(self) -> float:
+        """Seconds a beat waits for one node of a cluster: a tick (a second at least). A node slower than that
+        fails its own streams for the beat; the others go on at the tick."""
+        return max(1.0, self.tick)
+
+    @property
     def declared(self) -> Policy:
         """The policy as declared, patterns included."""
         return self._sweeper.declared
@@ -336,7 +342,7 @@ class RetentionDriver(_Driver):
                 def pack(connection: Any) -> bytes:
                     return b"".join(b"".join(connection.pack_command(*command)) for command in commands)
                 return send_direct(self.conn, len(commands), pack)
-            return send_pipeline(self.conn, commands)
+            return send_pipeline(self.conn, commands, node_timeout=self.node_timeout)
         except REDIS_ERRORS as exc:
             return exc
 
@@ -347,7 +353,7 @@ class RetentionDriver(_Driver):
             if isinstance(self.conn, redis.Redis):
                 layout = self.plain.layout(calls)
                 return send_direct(self.conn, len(layout.commands), self.plain.packer(layout, self.conn))
-            return send_pipeline(self.conn, self.plain.layout(calls).commands)
+            return send_pipeline(self.conn, self.plain.layout(calls).commands, node_timeout=self.node_timeout)
         except REDIS_ERRORS as exc:
             return exc
 
