@@ -220,7 +220,7 @@ class TestSweep:
         # Redis 7 names subcommands (cmdstat_config|resetstat), Redis 6 does not: compare commands.
         issued = {name.split("|")[0] for name in redis_conn.info("commandstats") if name != "cmdstat_info"}
         leases = {"cmdstat_time", "cmdstat_zadd", "cmdstat_pexpire", "cmdstat_zremrangebyscore", "cmdstat_zrange",
-                  "cmdstat_get", "cmdstat_pttl", "cmdstat_set", "cmdstat_getex"}  # on the replicas' own keys
+                  "cmdstat_get", "cmdstat_mget", "cmdstat_pttl", "cmdstat_set", "cmdstat_getex"}  # on the replicas' own keys
         assert issued - leases == {"cmdstat_xtrim", "cmdstat_xlen", "cmdstat_config", "cmdstat_xinfo",
                                    "cmdstat_xrange", "cmdstat_xpending"}
         assert group_state() == before

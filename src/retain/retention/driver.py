@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import wait as wait_for_futures
 from datetime import datetime
@@ -95,6 +96,9 @@ DEFAULT_MAX_BACKOFF = 30.0
 #: seconds a beat waits for its archive work (fold, commit, trims) before it reports those streams failed for
 #: the beat and goes on; the policy file's ``[archive] deadline``
 DEFAULT_ARCHIVE_DEADLINE = 10.0
+#: commands whose wire form a driver keeps, the last used (a beat's lease commands are ~130 for 64 shards; one-off
+#: ones, such as the membership's score, fall out first)
+PACKED_COMMANDS = 4096
 
 
 class _Driver:
@@ -282,6 +286,8 @@ class RetentionDriver(_Driver):
                          tick=tick, clock=clock, max_backoff=max_backoff, measure_lengths=measure_lengths,
                          on_report=on_report, archive_deadline=archive_deadline, track_groups=track_groups,
                          replicas=replicas, job_conn=conn)
+        #: the wire form of the commands last sent outside the trims (leases, measures, groups)
+        self._packed_commands: OrderedDict[tuple[str, ...], bytes] = OrderedDict()
         self._runner = self._cadence = Beat(lambda: self._observed(self.sweep(patience=self.tick)), tick=self.tick,
                                             max_backoff=self.max_backoff, name="retention-driver",
                                             next_in=self.next_in)
@@ -336,24 +342,37 @@ class RetentionDriver(_Driver):
         return None
 
     def _pipeline(self, commands: Sequence[tuple[str, ...]]) -> list[Any] | BaseException:
-        """``commands`` in one round trip (packed afresh): each answer, or the error that failed them all."""
+        """``commands`` in one round trip: each answer, or the error that failed them all. The wire form of a
+        command sent before is reused (a replica's lease commands are mostly the same each beat)."""
         try:
             if isinstance(self.conn, redis.Redis):
                 def pack(connection: Any) -> bytes:
-                    return b"".join(b"".join(connection.pack_command(*command)) for command in commands)
+                    return b"".join(self._packed(connection, command) for command in commands)
                 return send_direct(self.conn, len(commands), pack)
             return send_pipeline(self.conn, commands, node_timeout=self.node_timeout)
         except REDIS_ERRORS as exc:
             return exc
 
+    def _packed(self, connection: Any, command: tuple[str, ...]) -> bytes:
+        """``command``'s wire form, kept for the next beats: the :data:`PACKED_COMMANDS` last used."""
+        cache = self._packed_commands
+        packed = cache.get(command)
+        if packed is None:
+            packed = cache[command] = b"".join(connection.pack_command(*command))
+            if len(cache) > PACKED_COMMANDS:
+                cache.popitem(last=False)
+        else:
+            cache.move_to_end(command)
+        return packed
+
     def _send_trims(self, calls: Sequence[TrimCall]) -> list[Any] | BaseException:
         """The plain trims in one round trip, the unchanging commands' wire form kept: each command's answer,
         or the error that failed them all."""
         try:
+            layout = self.plain.layout(calls)
             if isinstance(self.conn, redis.Redis):
-                layout = self.plain.layout(calls)
                 return send_direct(self.conn, len(layout.commands), self.plain.packer(layout, self.conn))
-            return send_pipeline(self.conn, self.plain.layout(calls).commands, node_timeout=self.node_timeout)
+            return send_pipeline(self.conn, layout.commands, node_timeout=self.node_timeout)
         except REDIS_ERRORS as exc:
             return exc
 

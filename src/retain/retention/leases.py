@@ -16,7 +16,12 @@ holds (:mod:`retain.retention.shards`), and no others.
 - **Membership** is a sorted set of members scored by when each membership
   ends (``ZADD``, renewed every beat; ``PEXPIRE`` on the set, so that it goes
   when the last replica does): each replica's fair share is ``shards /
-  members``, the first ``shards % members`` members by name one more.
+  members``, the first ``shards % members`` members by name one more. A
+  member renews its membership in the round trip that renews its leases, so
+  when its membership ends is when its leases run out: one ``ZRANGE ...
+  WITHSCORES`` tells a replica when every other's leases are due, and one
+  ``MGET`` who holds each shard (a ``GET`` each on a cluster). A beat's lease
+  round trip is ``5 + shards held + 1`` commands.
 - **Spreading**: a replica under its share takes free shards, those it ranks
   highest first (rendezvous hashing: two replicas rank shards differently, so
   they rarely reach for the same ones); a replica over its share, while
@@ -47,6 +52,7 @@ replicas: every key expires by itself.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -235,6 +241,8 @@ class LeaseChanges:
     renew_failures: int = 0
     #: what failed the beat's lease round trip whole (the server unreachable); None when it went through
     error: RetainError | None = None
+    #: lease commands the beat sent, both round trips
+    ops: int = 0
 
 
 @dataclass
@@ -279,6 +287,8 @@ class LeaseBook:
         self._fences: dict[int, Fence] = {}
         #: the shards the last round trip renewed (GETEX) rather than looked at (GET, PTTL)
         self._asked: frozenset[int] = frozenset()
+        #: the per-shard commands of a round trip, made for the shards then held
+        self._per_shard: tuple[frozenset[int], list[tuple[str, ...]]] | None = None
 
     # -- asked from any thread ------------------------------------------------------------------------
 
@@ -337,8 +347,9 @@ class LeaseBook:
     # -- one beat's round trips ----------------------------------------------------------------------
 
     def commands(self, now: float | None = None) -> list[tuple[str, ...]]:
-        """The beat's first round trip: the server's time, membership, a renewal of every lease held, and
-        who holds each other shard for how long."""
+        """The beat's first round trip: the server's time; this replica's membership renewed and every
+        member's read with when its membership ends; a renewal of every lease held; who holds each other
+        shard (one ``MGET`` on one server; a ``GET`` each on a cluster, whose keys live in different slots)."""
         lease = str(self.lease_ms)
         server_ms = self._server_ms(time.monotonic() if now is None else now)
         commands: list[tuple[str, ...]] = [
@@ -346,61 +357,74 @@ class LeaseBook:
             ("ZADD", self.shards.members_key, str(server_ms + self.lease_ms), self.me),
             ("PEXPIRE", self.shards.members_key, str(2 * self.lease_ms)),
             ("ZREMRANGEBYSCORE", self.shards.members_key, "-inf", f"({server_ms}"),
-            ("ZRANGE", self.shards.members_key, "0", "-1"),
+            ("ZRANGE", self.shards.members_key, "0", "-1", "WITHSCORES"),
         ]
         with self._lock:
             held = self._asked = frozenset(self._held)
-        for shard in range(self.shards.count):
-            key = self.shards.lease_key(shard)
-            if shard in held:
-                commands.append(("GETEX", key, "PX", lease))
-            else:
-                commands += [("GET", key), ("PTTL", key)]
-        return commands
+        if self._per_shard is None or self._per_shard[0] != held:
+            renewals = [("GETEX", self.shards.lease_key(shard), "PX", lease) for shard in sorted(held)]
+            others = [self.shards.lease_key(shard) for shard in range(self.shards.count) if shard not in held]
+            looks: list[tuple[str, ...]] = ([("GET", key) for key in others] if self.shards.cluster
+                                           else [("MGET", *others)] if others else [])
+            self._per_shard = (held, renewals + looks)  # the same every beat while the shards held are
+        return commands + self._per_shard[1]
 
     def read(self, answers: Sequence[Any] | BaseException, sent_at: float,
              received_at: float | None = None) -> LeaseMoves:
-        """Take in the first round trip's answers (or the error that failed it); what to do next."""
+        """Take in the first round trip's answers (or the error that failed it); what to do next.
+
+        A member renews its membership and its leases in one round trip: when its membership ends is when
+        its leases run out. A shard whose holder's membership ends before this replica's next beat is due a
+        wake then; one whose holder is no member any more (gone) is taken as soon as it is free.
+        """
         received = time.monotonic() if received_at is None else received_at
         error = as_retain_error(answers) if isinstance(answers, BaseException) else None
+        asked = sorted(self._asked)
+        others = [shard for shard in range(self.shards.count) if shard not in self._asked]
         if isinstance(answers, BaseException):
-            answers = [answers] * (5 + 2 * self.shards.count)
+            answers = [answers] * (5 + len(asked) + len(others))
         self._read_time(answers[0], sent_at, received)
-        members = _members(answers[4])
-        holders: dict[int, str | None] = {}
-        expiring: dict[int, float] = {}
-        index = 5
+        ends = _membership_ends(answers[4])
+        members = tuple(sorted(ends)) if ends is not None else self._members
         with self._lock:
-            held = {shard: self._held[shard] for shard in self._asked if shard in self._held}
+            held = {shard: self._held[shard] for shard in asked if shard in self._held}
         renewed: dict[int, _Held] = {}
+        holders: dict[int, str | None] = {}
         lost: list[int] = []
         failures = 0
-        for shard in range(self.shards.count):
-            if shard in self._asked:
-                answer = answers[index]
-                index += 1
-                if shard not in held:
-                    continue
-                if isinstance(answer, BaseException):
-                    failures += 1
-                    renewed[shard] = held[shard]  # not renewed: held until its time runs out
-                    continue
-                owner = _owner(answer)
-                if owner is not None and owner[1] == self.me:
-                    renewed[shard] = _Held(held[shard].token, sent_at + self.settings.lease_seconds * (1 - MARGIN))
-                else:
-                    failures += 1
-                    lost.append(shard)
-                    holders[shard] = owner[1] if owner is not None else None
+        until = sent_at + self.settings.lease_seconds * (1 - MARGIN)
+        for shard, answer in zip(asked, answers[5:5 + len(asked)]):
+            if shard not in held:
                 continue
-            value, ttl = answers[index], answers[index + 1]
-            index += 2
-            if isinstance(value, BaseException) or isinstance(ttl, BaseException):
+            if isinstance(answer, BaseException):
+                failures += 1
+                renewed[shard] = held[shard]  # not renewed: held until its time runs out
+                continue
+            owner = _owner(answer)
+            if owner is not None and owner[1] == self.me:
+                renewed[shard] = _Held(held[shard].token, until)
+            else:
+                failures += 1
+                lost.append(shard)
+                holders[shard] = owner[1] if owner is not None else None
+        looked = answers[5 + len(asked):]
+        values = looked if self.shards.cluster else (looked[0] if looked else [])
+        if isinstance(values, BaseException):
+            values = [values] * len(others)
+        expiring: dict[int, float] = {}
+        server_ms = self._server_ms(received)
+        for shard, value in zip(others, values):
+            if isinstance(value, BaseException):
                 continue  # unknown this beat: neither free nor another's
             owner = _owner(value)
-            holders[shard] = owner[1] if owner is not None else None
-            if owner is not None and isinstance(ttl, int) and 0 <= ttl < self.tick * 1000:
-                expiring[shard] = received + ttl / 1000
+            holders[shard] = holder = owner[1] if owner is not None else None
+            if holder is None or ends is None:
+                continue
+            end = ends.get(holder)
+            if end is None:
+                expiring[shard] = received  # its holder is no member any more: take it once it is free
+            elif end - server_ms < self.tick * 1000:
+                expiring[shard] = received + max(0.0, end - server_ms) / 1000
         with self._lock:
             self._held = renewed
             if self.me not in members:
@@ -454,7 +478,9 @@ class LeaseBook:
                         takeovers.append(Takeover(shard, previous, shard in seen.view.abandoned))  # type: ignore[union-attr]
         self._free_before -= set(taken)
         self._expiring = {shard: at for shard, at in self._expiring.items() if shard not in taken}
-        result = replace(changes, taken=tuple(taken), takeovers=tuple(takeovers), released=tuple(released))
+        looks = self.shards.count - len(self._asked) if self.shards.cluster else 1
+        result = replace(changes, taken=tuple(taken), takeovers=tuple(takeovers), released=tuple(released),
+                         ops=5 + len(self._asked) + looks + len(commands))
         self._log(result)
         return result
 
@@ -515,18 +541,30 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _owner(value: Any) -> tuple[int, str] | None:
-    """A lease's value as ``(token, member)``; None for no lease (or one no replica wrote)."""
-    if value is None or isinstance(value, BaseException):
-        return None
+@functools.lru_cache(maxsize=1024)
+def _parsed_owner(value: bytes | str) -> tuple[int, str] | None:
     token, _, member = _text(value).partition(" ")
     return (int(token), member) if token.isdigit() and member else None
 
 
-def _members(answer: Any) -> tuple[str, ...]:
+def _owner(value: Any) -> tuple[int, str] | None:
+    """A lease's value as ``(token, member)``; None for no lease (or one no replica wrote). A lease's value
+    stays the same while it is held: each is parsed once."""
+    if value is None or isinstance(value, BaseException):
+        return None
+    return _parsed_owner(value)
+
+
+def _membership_ends(answer: Any) -> dict[str, float] | None:
+    """``ZRANGE ... WITHSCORES`` as member -> when its membership ends (server ms); None when it failed.
+
+    RESP2 answers a flat list of members and scores; RESP3 a list of ``[member, score]`` pairs.
+    """
     if isinstance(answer, BaseException) or not isinstance(answer, (list, tuple)):
-        return ()
-    return tuple(sorted(_text(member) for member in answer))
+        return None
+    if answer and isinstance(answer[0], (list, tuple)):
+        return {_text(member): float(score) for member, score in answer}
+    return {_text(member): float(score) for member, score in zip(answer[::2], answer[1::2])}
 
 
 def _shards(shards: Sequence[int]) -> str:

@@ -163,7 +163,7 @@ class Sweeper:
         cached = self._held_of
         if cached is not None and cached[0] is self.policy and cached[1] == held:
             return cached[2]
-        mine = Policy([entry for entry in self.policy.entries if self.shards.of(entry.key) in held])
+        mine = self.policy.only(lambda key: self.shards.of(key) in held)
         self._held_of = (self.policy, held, mine)
         return mine
 
