@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import signal
 import statistics
 import subprocess
@@ -105,7 +106,9 @@ def takeovers(kills: int) -> dict[str, float]:
         conn = server.client()
         try:
             for kill in range(kills):
-                time.sleep(8)  # the replicas spread the shards again, the streams fill
+                # The replicas spread the shards again, the streams fill; a moment at random within a tick, so that
+                # the kill falls anywhere between two renewals (whole seconds kept in step with the beats).
+                time.sleep(8 + random.uniform(0, TICK))
                 key = keys[kill % len(keys)]
                 pid = holder_pid(conn, shards, key)
                 victim = next((process for process in processes if process.pid == pid), None)

@@ -147,14 +147,17 @@ class TestSystemdUnits:
         retain = Path(sys.executable).with_name("retain")
         if not retain.exists():
             pytest.skip(f"no retain command next to {sys.executable} to point ExecStart at")
-        copy = tmp_path / unit.name
+        copy = tmp_path / unit.name.replace("@.", "@1.")  # a template is verified as one of its instances
         copy.write_text(unit.read_text().replace("/usr/local/bin/retain", str(retain)))
         result = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, timeout=60)
-        assert result.returncode == 0 and unit.name not in result.stderr, result.stderr
+        assert result.returncode == 0 and copy.name not in result.stderr, result.stderr
 
     def test_three_daemons(self):
-        """There is a unit for streams run, logd serve and docd serve, each with --http and JSON logs."""
+        """There is a unit for streams run (and a template of its replicas), logd serve and docd serve, each with
+        --http and JSON logs."""
         commands = {unit.name: unit.read_text() for unit in UNITS}
-        assert set(commands) == {"retain-streams.service", "retain-logd.service", "retain-docd.service"}
+        assert set(commands) == {"retain-streams.service", "retain-streams@.service", "retain-logd.service",
+                                 "retain-docd.service"}
+        assert "--replica %H-%i" in commands["retain-streams@.service"]
         for text in commands.values():
             assert "--http 127.0.0.1:" in text and "--log-format json" in text

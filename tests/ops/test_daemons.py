@@ -67,6 +67,18 @@ class TestStreamsRun:
         beats = [line for line in lines if line["event"].startswith("beat at ")]
         assert beats and beats[0]["removed"] == 0 and "trims" in beats[0]
 
+    def test_a_replica_says_which_shards_it_holds(self, tmp_path, redis_server, redis_conn):
+        """With replicas (on by default): /readyz names the replica and its shards, /metrics counts them, the
+        dashboard shows them, the start line says which replica of which group this is."""
+        with running(["streams", "run", policy(tmp_path, redis_server.url), "--replica", "host-a"], tmp_path) as daemon:
+            wait_for(lambda: "details" in daemon.json("/readyz")[1], "a beat's replica details", child=daemon.process)
+            replica = daemon.json("/readyz")[1]["details"]["replica"]
+            assert (replica["name"], replica["shards"], replica["of"], replica["members"]) == \
+                ("host-a", list(range(64)), 64, 1)
+            assert sample(daemon.metrics(), "retain_replica_shards") == 64
+            assert 'data-replica="host-a" data-shards="64"' in daemon.get("/")[1]
+        assert "replica host-a of group policy-" in daemon.log.read_text()
+
     def test_a_failing_stream_logs_its_key_and_error_as_fields(self, tmp_path, redis_server, redis_conn):
         """--log-format json: a failing trim's line carries stream, error and kind as fields of their own."""
         redis_conn.set(FEED, "not a stream")

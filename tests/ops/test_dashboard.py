@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from retain.ops import DashboardPage, LogdPanel, StreamRow, render_dashboard
+from retain.ops import DashboardPage, LogdPanel, ReplicaPanel, StreamRow, render_dashboard
 
 NOW = 1_789_171_200.0
 
@@ -41,3 +41,9 @@ class TestRender:
                     logd=LogdPanel(head=4127, retains=[(NOW - 30, "retain at 2026-09-12T08:00:00Z: deleted 312")]))
         assert 'data-ready="false"' in html and "<li>redis: Redis unavailable</li>" in html
         assert 'data-head="4127"' in html and "30.0 s ago</span> retain at 2026-09-12T08:00:00Z: deleted 312" in html
+
+    def test_a_replica_and_its_shards(self):
+        """A replica sharing its policy: its name, how many of the shards it holds and which, among how many."""
+        html = page(replica=ReplicaPanel("host-a", [0, 1, 7], 64, 3))
+        assert 'data-replica="host-a" data-shards="3"' in html
+        assert "holds <b>3</b> of 64 shards, one of 3 replicas" in html and "shards 0, 1, 7" in html

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,7 @@ from redis.retry import Retry
 from retain._redis import TlsFiles, redis_client, translate_errors
 from retain.clock import utc_now
 from retain.daemon import Service, run_daemon
-from retain.errors import InvalidInput, ServerUnavailable
+from retain.errors import InvalidInput, InvalidPolicy, ServerUnavailable
 from retain.cli._common import (DEFAULT_REDIS_URL, URL_HELP, RedisTarget, connect, parse_instant, redis_url_option,
                                 tls_options)
 from retain.cli._ops import StreamsOps, http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
@@ -114,10 +115,13 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
 @log_format_option
 @click.option("--url", help=URL_HELP + " Overrides the policy file's url, which overrides $RETAIN_REDIS_URL, "
                             "else redis://localhost:6379/0.")
+@click.option("--replica", "replica_name", metavar="NAME",
+              help="This replica's name in logs, metrics and the dashboard (overrides [replicas] name; default: "
+                   "host-pid). Several daemons on one policy share its streams (docs/operating.md).")
 @tls_options
 def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, metrics_port: int | None,
-                metrics_addr: str, ops_tokens_file: str | None, insecure: bool, log_format: str, url: str | None, tls_ca: str | None, tls_cert: str | None,
-                tls_key: str | None) -> None:
+                metrics_addr: str, ops_tokens_file: str | None, insecure: bool, log_format: str, url: str | None,
+                replica_name: str | None, tls_ca: str | None, tls_cert: str | None, tls_key: str | None) -> None:
     """Run the retention daemon: re-apply the POLICY file's windows on its own beat.
 
     POLICY is a TOML file naming the streams and their windows (see
@@ -128,6 +132,10 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
     beat in progress and exits 0. A [[stream]] with pattern = "..." applies to
     every stream whose key matches, found again every rescan. It never writes
     to a consumer group: it reads them to report what a trim took from each.
+    Several daemons on one policy file share its streams through leases in
+    Redis ([replicas] in the file; each stream trimmed by one at a time, a dead
+    one's streams taken over within its lease); --once and --dry-run take no
+    lease and cover every stream.
 
     \b
     Example:
@@ -135,6 +143,7 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
         retain streams run retain.toml --once
         retain streams run retain.toml --dry-run
         retain streams run retain.toml --http 127.0.0.1:9464 --log-format json
+        retain streams run retain.toml --replica host-a-1
     """
     if (metrics_port is not None or http is not None) and (once or dry_run):
         raise click.UsageError("--http and --metrics-port serve a running daemon: drop --once and --dry-run")
@@ -145,6 +154,11 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
         address = http_address(f"{metrics_addr}:{metrics_port}", "--metrics-addr")
     readers = ops_tokens(ops_tokens_file, insecure, address)
     policy_file = load_policy(policy_path)
+    if replica_name is not None:
+        try:
+            policy_file = replace(policy_file, replicas=replace(policy_file.replicas, name=replica_name))
+        except InvalidPolicy as exc:
+            raise click.BadParameter(str(exc).replace("[replicas] name", "the name"), param_hint="--replica") from None
     archive = policy_file.open_archive()
     conn = _client(RedisTarget(url or policy_file.url or os.environ.get("RETAIN_REDIS_URL") or DEFAULT_REDIS_URL,
                                policy_file.cluster, TlsFiles(tls_ca, tls_cert, tls_key)), policy_file.tick)

@@ -342,7 +342,9 @@ class LeaseBook:
             return None
         moment = time.monotonic() if now is None else now
         soonest = min(self._expiring.values()) - moment
-        return max(0.0, soonest) if soonest < self.tick else None
+        # Never sooner than a fraction of a tick: a holder's membership can end a hair before its lease (it
+        # scores it before Redis runs the renewal), and a beat woken too early looks again a little later.
+        return max(self.tick / 50, soonest) if soonest < self.tick else None
 
     # -- one beat's round trips ----------------------------------------------------------------------
 
