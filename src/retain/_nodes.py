@@ -27,12 +27,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
+import redis.cluster
 import redis.exceptions
 
 from retain._redis import REDIS_ERRORS
 from retain.errors import ServerUnavailable
 
-__all__ = ["command_key", "send_by_node"]
+__all__ = ["command_key", "send_all", "send_by_node"]
 
 #: commands whose key is their third word (a subcommand comes second)
 _KEY_THIRD = frozenset({"XINFO", "MEMORY", "OBJECT"})
@@ -56,8 +57,12 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
+def _no_options(command: tuple[str, ...]) -> dict[str, Any]:
+    return {}
+
+
 def send_by_node(conn: Any, commands: Sequence[tuple[str, ...]], *, timeout: float | None = None,
-                 options: Callable[[tuple[str, ...]], dict[str, Any]] = lambda command: {}) -> list[Any]:
+                 options: Callable[[tuple[str, ...]], dict[str, Any]] = _no_options) -> list[Any]:
     """Each command's answer, or the exception it met, for a ``redis.cluster.RedisCluster``: one pipeline per
     node, all at once; a node that fails or has not answered within ``timeout`` seconds fails its own commands
     only (see the module docstring). ``options(command)`` gives what redis-py's parser needs for an answer.
@@ -103,6 +108,15 @@ def send_by_node(conn: Any, commands: Sequence[tuple[str, ...]], *, timeout: flo
     if moved:
         _refresh(conn)
     return answers
+
+
+def send_all(conn: Any, commands: Sequence[tuple[str, ...]], *, timeout: float | None = None,
+             options: Callable[[tuple[str, ...]], dict[str, Any]] = _no_options) -> list[Any]:
+    """Each command's answer, or the exception it met, in one round trip: a pipeline, or on a cluster one per
+    node (:func:`send_by_node`, with ``timeout``). redis-py errors that fail the whole pipeline are raised."""
+    if isinstance(conn, redis.cluster.RedisCluster):
+        return send_by_node(conn, commands, timeout=timeout, options=options)
+    return _pipeline(conn, commands, options)
 
 
 def _pipeline(client: Any, commands: Sequence[tuple[str, ...]],

@@ -10,7 +10,10 @@ wait doubles, up to ``max_backoff``; the first healthy beat resets it
 True (a lost connection: retrying at full speed would only hammer a server
 that is down). ``next_in``, when given, may ask for the next beat sooner: it
 returns seconds from now (None: no sooner than the tick) -- a replica beats
-again right when another's lease runs out, to take it over.
+again right when another's lease runs out, to take it over. ``poke()``, from
+any thread, starts the next beat at once -- a driver's archive job that
+outlived its beat, once it ends, so that the next job starts without waiting
+for the tick.
 
 - :class:`Beat` runs the work on a daemon thread (``start``/``stop``), or in the
   caller's thread (``run``) until ``stop``;
@@ -89,6 +92,8 @@ class Beat(Cadence):
         self.work, self.name, self.next_in = work, name, next_in
         self._own_stop = stop is None  # a caller's event is the caller's to clear
         self._stopping = stop if stop is not None else threading.Event()
+        #: set by stop() and poke(): ends the wait between two beats
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def run(self) -> None:
@@ -107,7 +112,18 @@ class Beat(Cadence):
                 log.exception("%s: a beat raised; the beat goes on", self.name)
                 troubled = True
             delay = self.after(troubled)
-            self._stopping.wait(self.wait(delay, started, troubled))
+            self._sleep(self.wait(delay, started, troubled))
+
+    def _sleep(self, seconds: float) -> None:
+        if not self._own_stop:  # a caller's stop event: that is what ends the wait
+            self._stopping.wait(seconds)
+            return
+        self._wake.wait(seconds)
+        self._wake.clear()
+
+    def poke(self) -> None:
+        """Start the next beat now (after the one in progress, if any), from any thread."""
+        self._wake.set()
 
     def start(self) -> None:
         """Beat on a daemon thread until :meth:`stop`; calling it while running is refused."""
@@ -122,6 +138,7 @@ class Beat(Cadence):
     def stop(self, timeout: float | None = None) -> None:
         """Ask the beat to end after the beat in progress; wait for the thread :meth:`start` made."""
         self._stopping.set()
+        self._wake.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
@@ -141,16 +158,24 @@ class AsyncBeat(Cadence):
                  next_in: Callable[[], float | None] | None = None) -> None:
         super().__init__(tick, max_backoff)
         self.work, self.name, self.next_in = work, name, next_in
-        # Made by run() or start(), inside the event loop that will wait on it.
+        # Made by run() or start(), inside the event loop that will wait on them.
         self._stopping: asyncio.Event | None = None
+        self._wake: asyncio.Event | None = None
+        self._event_loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+
+    def _events(self) -> asyncio.Event:
+        self._stopping, self._wake = asyncio.Event(), asyncio.Event()
+        self._event_loop = asyncio.get_running_loop()
+        return self._stopping
 
     async def run(self) -> None:
         """Beat in this task until :meth:`stop` is called; a beat in progress is finished first."""
-        self._stopping = asyncio.Event()
-        await self._loop(self._stopping)
+        await self._loop(self._events())
 
     async def _loop(self, stopping: asyncio.Event) -> None:
+        wake = self._wake
+        assert wake is not None
         while not stopping.is_set():
             started = time.monotonic()
             try:
@@ -160,21 +185,28 @@ class AsyncBeat(Cadence):
                 troubled = True
             delay = self.after(troubled)
             try:
-                await asyncio.wait_for(stopping.wait(), self.wait(delay, started, troubled))
+                await asyncio.wait_for(wake.wait(), self.wait(delay, started, troubled))
             except TimeoutError:
                 pass
+            wake.clear()
+
+    def poke(self) -> None:
+        """Start the next beat now (after the one in progress, if any), from any thread."""
+        loop, wake = self._event_loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(wake.set)
 
     async def start(self) -> None:
         """Beat in a background task until :meth:`stop`; calling it while running is refused."""
         if self.running:
             raise RuntimeError(f"{self.name} is already running")
-        self._stopping = asyncio.Event()
-        self._task = asyncio.create_task(self._loop(self._stopping), name=f"retain-{self.name}")
+        self._task = asyncio.create_task(self._loop(self._events()), name=f"retain-{self.name}")
 
     async def stop(self) -> None:
         """Ask the beat to end after the beat in progress; wait for the task :meth:`start` made."""
-        if self._stopping is not None:
+        if self._stopping is not None and self._wake is not None:
             self._stopping.set()
+            self._wake.set()
         task, self._task = self._task, None
         if task is not None and task is not asyncio.current_task():
             await task

@@ -32,12 +32,14 @@ class ReplicaSet:
         self.policy, self.logs, self.name = policy, logs, name
         self.processes: list[subprocess.Popen[bytes]] = []
         self.started = 0
-        self.exits: list[int] = []
+        #: the number of each log, in the order the processes were started (kill's replacements last)
+        self._numbers: list[int] = []
         for _ in range(count):
             self.processes.append(self._start())
 
     def _start(self) -> subprocess.Popen[bytes]:
         self.started += 1
+        self._numbers.append(self.started)
         log = self.logs / f"{self.name}-{self.started}.log"
         with log.open("w") as stderr:
             return subprocess.Popen([sys.executable, "-c", RUN, "streams", "run", str(self.policy),
@@ -49,6 +51,16 @@ class ReplicaSet:
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         self.processes[index] = self._start()
+        self._numbers[index] = self._numbers.pop()
+
+    def wait_started(self) -> None:
+        """Wait until every replica has logged its start (a process that is still importing dies of SIGTERM)."""
+        from tests.helpers.waiting import wait_for
+
+        for number, process in enumerate(self.processes):
+            log = self.logs / f"{self.name}-{self._numbers[number]}.log"
+            wait_for(lambda: "retention driver started" in log.read_text(), f"replica {number} to start",
+                     timeout=60, child=process)
 
     def alive(self) -> bool:
         return all(process.poll() is None for process in self.processes)

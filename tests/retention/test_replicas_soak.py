@@ -104,6 +104,8 @@ def test_replicas_killed_every_20s(tmp_path, seaweed_server):
                     assert not producers.failures, producers.failures
             with server.client() as conn:
                 settle(conn, every)
+                for replicas in sets.values():
+                    replicas.wait_started()
                 statuses = {name: replicas.stop() for name, replicas in sets.items()}
                 for name, replicas in sets.items():
                     assert statuses[name] == [0, 0, 0], replicas.log_text()[-3000:]

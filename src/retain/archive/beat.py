@@ -37,9 +37,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-import redis.cluster
-
-from retain._nodes import send_by_node
+from retain._nodes import send_all
 from retain._redis import as_retain_error, translate_errors
 from retain.archive._pipeline import Workers, raw_reader, read_file
 from retain.archive.files import EncodedFile, FileWriter, encode_runs
@@ -589,16 +587,7 @@ def _send_all(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
         return []
     try:
         with translate_errors():
-            if isinstance(conn, redis.cluster.RedisCluster):
-                answers = send_by_node(conn, commands)  # a node's outage fails its own streams only
-            else:
-                pipe = conn.pipeline(transaction=False)
-                try:
-                    for command in commands:
-                        pipe.execute_command(*command)
-                    answers = pipe.execute(raise_on_error=False)
-                finally:
-                    pipe.reset()
+            answers = send_all(conn, commands)  # on a cluster, a node's outage fails its own streams only
     except RetainError as error:
         return [error] * len(commands)
     return [as_retain_error(answer, command[1]) if isinstance(answer, BaseException) else answer

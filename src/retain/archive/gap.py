@@ -30,9 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-import redis.cluster
 
-from retain._nodes import send_by_node
+from retain._nodes import send_all
 from retain._redis import REDIS_ERRORS, as_retain_error, translate_errors
 from retain.errors import ArchiveGap, RetainError
 from retain.ids import StreamId
@@ -104,16 +103,7 @@ def live_infos(conn: Any, keys: Sequence[str], *,
     if not keys:
         return {}
     with translate_errors():
-        if isinstance(conn, redis.cluster.RedisCluster):
-            answers = send_by_node(conn, [("XINFO", "STREAM", key) for key in keys])
-        else:
-            pipe = conn.pipeline(transaction=False)
-            try:
-                for key in keys:
-                    pipe.execute_command("XINFO", "STREAM", key)
-                answers = pipe.execute(raise_on_error=False)
-            finally:
-                pipe.reset()
+        answers = send_all(conn, [("XINFO", "STREAM", key) for key in keys])
     found: dict[str, LiveInfo | None] = {}
     for key, answer in zip(keys, answers):
         if isinstance(answer, redis.exceptions.ResponseError):

@@ -258,7 +258,8 @@ def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, address
         host, port = services[0].address  # type: ignore[attr-defined]
         return f"; health, metrics and dashboard at http://{host}:{port}/"
 
-    run_daemon(*services, name="retention driver", log=log, log_format=log_format, finishing="the beat in progress",
+    run_daemon(*services, name="retention driver", log=log, log_format=log_format,
+               finishing="the beat in progress and its archive work",
                stopped=lambda: f"after {driver.beats} beats",
                started=lambda: f"retention driver started: {len(policy_file.policy)} streams{folding} from "
                                f"{policy_file.source}, tick {policy_file.tick:g}s{sharing(driver)}{where()}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from typing import Generic, TypeVar
 
 __all__ = ["JobSlot"]
@@ -60,6 +60,15 @@ class JobSlot(Generic[T]):
 
         threading.Thread(target=run, name=self.name, daemon=True).start()
         return future
+
+    def wait(self, timeout: float) -> bool:
+        """Wait for the running job (if any) to end, ``timeout`` seconds at most; True when none runs."""
+        with self._lock:
+            running = self._running
+        if running is None:
+            return True
+        done, _ = wait([running], timeout=timeout)
+        return bool(done)
 
     def give_up(self) -> None:
         """Tell the running job that nobody waits for it any more: it starts no further step."""

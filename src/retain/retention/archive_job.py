@@ -106,6 +106,9 @@ class ArchiveJob:
         self._slot: JobSlot[ArchivedBeat] = JobSlot("retention-archive")
         #: the job in flight: its future, when it started (monotonic), its streams; None between jobs
         self._job: tuple[Future[ArchivedBeat], float, tuple[StreamPolicy, ...]] | None = None
+        #: called, from the job's thread, when a job that outlived its beat ends (a runner's poke)
+        self.on_late_end: Callable[[], None] = lambda: None
+        self._late = False
 
     @property
     def busy(self) -> bool:
@@ -130,8 +133,19 @@ class ArchiveJob:
                 "not folded this beat: the archive work of an earlier beat, which passed its deadline of "
                 f"{self.deadline:g} s, is still running (one at a time, so that two never race on W)"))
         future = self._slot.start(lambda cancelled: self.run(conn, now, entries, cancelled, measured, fences))
-        self._job = (future, time.monotonic(), tuple(entries))
+        self._job, self._late = (future, time.monotonic(), tuple(entries)), False
+        future.add_done_callback(self._ended)
         return future
+
+    def _ended(self, future: Future[ArchivedBeat]) -> None:
+        if self._late:
+            self.on_late_end()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the job in flight, and for one given up on that still runs, ``timeout`` seconds at most
+        (the deadline when None): a driver that stops lets its archive work end rather than leave it in the
+        middle of a store's call as the process exits. True when none runs any more."""
+        return self._slot.wait(self.deadline if timeout is None else timeout)
 
     def finished(self) -> ArchivedBeat | None:
         """What the job in flight did, once it has ended (then it is no longer in flight); None while it runs
@@ -161,7 +175,11 @@ class ArchiveJob:
             "(the policy file's [archive] deadline); the stream stays untrimmed until a fold goes through"))
 
     def still_running(self) -> ArchivedBeat:
-        """What a beat reports of a job that goes on past it: its streams are being archived."""
+        """What a beat reports of a job that goes on past it: its streams are being archived. When it ends,
+        :attr:`on_late_end` is called (the next beat need not wait for its tick to start the next job)."""
+        self._late = True
+        if self._job is not None and self._job[0].done():
+            self.on_late_end()  # it ended as the beat gave up waiting
         running = self._job[2] if self._job is not None else ()
         return ArchivedBeat(archiving={entry.key for entry in running})
 

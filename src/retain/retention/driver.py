@@ -213,11 +213,23 @@ class _Driver:
                 log.exception("on_report raised; the beat goes on")
         return report.lost_connection
 
+    def _poke_on_late_jobs(self, poke: Callable[[], None]) -> None:
+        """An archive job that outlived its beat starts the next beat when it ends: the archived streams then
+        move at the pace of their folds, not of the folds rounded up to ticks."""
+        if self._sweeper.archive_job is not None:
+            self._sweeper.archive_job.on_late_end = poke
+
     def _start_maintainer(self) -> None:
         if self.maintainer is not None:
             self.maintainer.start()
 
     def _stop_maintainer(self) -> None:
+        """Let the archive work in flight end (its deadline at most), then stop the maintainer (which lets a
+        maintenance in progress end): a process must not exit in the middle of a store's call."""
+        job = self._sweeper.archive_job
+        if job is not None and not job.wait():
+            log.warning("the archive job still runs past its deadline of %g s as the driver stops",
+                        self.archive_deadline)
         if self.maintainer is not None:
             self.maintainer.stop()
 
@@ -291,6 +303,7 @@ class RetentionDriver(_Driver):
         self._runner = self._cadence = Beat(lambda: self._observed(self.sweep(patience=self.tick)), tick=self.tick,
                                             max_backoff=self.max_backoff, name="retention-driver",
                                             next_in=self.next_in)
+        self._poke_on_late_jobs(self._runner.poke)
 
     @classmethod
     def from_policy_file(cls, conn: Any, policy_file: PolicyFile, *, archive: Archive | None = None,
@@ -451,6 +464,7 @@ class AsyncRetentionDriver(_Driver):
         self._runner = self._cadence = AsyncBeat(self._observed_sweep, tick=self.tick,
                                                  max_backoff=self.max_backoff, name="retention-driver",
                                                  next_in=self.next_in)
+        self._poke_on_late_jobs(self._runner.poke)
 
     async def sweep(self, *, patience: float | None = None) -> SweepReport:
         """Apply one beat at the clock's instant; never raises for a stream's failure.

@@ -283,6 +283,10 @@ class LeaseBook:
         self._free_before: frozenset[int] = frozenset()
         #: other shards whose lease runs out before this replica's next beat -> when (monotonic)
         self._expiring: dict[int, float] = {}
+        #: other shards whose holder stopped renewing, or is no member, at the last beat
+        self._abandoned: frozenset[int] = frozenset()
+        #: a lease's key -> its shard
+        self._shard_of_lease = {shards.lease_key(shard): shard for shard in range(shards.count)}
         self._seen: _Seen | None = None
         self._fences: dict[int, Fence] = {}
         #: the shards the last round trip renewed (GETEX) rather than looked at (GET, PTTL)
@@ -414,6 +418,7 @@ class LeaseBook:
         if isinstance(values, BaseException):
             values = [values] * len(others)
         expiring: dict[int, float] = {}
+        gone: set[int] = set()
         server_ms = self._server_ms(received)
         for shard, value in zip(others, values):
             if isinstance(value, BaseException):
@@ -424,7 +429,7 @@ class LeaseBook:
                 continue
             end = ends.get(holder)
             if end is None:
-                expiring[shard] = received  # its holder is no member any more: take it once it is free
+                gone.add(shard)  # its holder is no member any more: taken once it is free, no wake for it
             elif end - server_ms < self.tick * 1000:
                 expiring[shard] = received + max(0.0, end - server_ms) / 1000
         with self._lock:
@@ -435,11 +440,12 @@ class LeaseBook:
         for shard in lost:
             log.warning("lease of shard %d lost (%s): this replica stops touching its streams", shard,
                         f"now held by {holders[shard]}" if holders.get(shard) else "it ran out")
-        abandoned = frozenset(self._expiring)  # whose holder had stopped renewing at the beat before
-        view = LeaseView(self.me, members, frozenset(renewed), holders, self._free_before, abandoned)
+        view = LeaseView(self.me, members, frozenset(renewed), holders, self._free_before, self._abandoned)
         self._seen = _Seen(view, LeaseChanges(lost=tuple(lost), renew_failures=failures, error=error),
                            self._holders)
         self._holders, self._expiring = holders, expiring
+        # Whose holder had stopped renewing, or was gone, at this beat: the next one takes them once free.
+        self._abandoned = frozenset(expiring) | gone
         self._free_before = frozenset(shard for shard, holder in holders.items() if holder is None)
         return plan_leases(view, self.shards.count)
 
@@ -460,6 +466,8 @@ class LeaseBook:
         work changed in all."""
         seen = self._seen
         changes = seen.changes if seen is not None else LeaseChanges()
+        before: Mapping[int, str | None] = seen.previous_holders if seen is not None else {}
+        abandoned = seen.view.abandoned if seen is not None else frozenset()
         if isinstance(answers, BaseException):
             answers = [answers] * len(commands)
         taken: list[int] = []
@@ -475,23 +483,17 @@ class LeaseBook:
                     self._held[shard] = _Held(int(command[2].split(" ", 1)[0]),
                                               sent_at + self.settings.lease_seconds * (1 - MARGIN))
                     taken.append(shard)
-                    previous = seen.previous_holders.get(shard) if seen is not None else None
+                    previous = before.get(shard)
                     if previous is not None and previous != self.me:
-                        takeovers.append(Takeover(shard, previous, shard in seen.view.abandoned))  # type: ignore[union-attr]
+                        takeovers.append(Takeover(shard, previous, shard in abandoned))
         self._free_before -= set(taken)
         self._expiring = {shard: at for shard, at in self._expiring.items() if shard not in taken}
+        self._abandoned -= set(taken)
         looks = self.shards.count - len(self._asked) if self.shards.cluster else 1
         result = replace(changes, taken=tuple(taken), takeovers=tuple(takeovers), released=tuple(released),
                          ops=5 + len(self._asked) + looks + len(commands))
         self._log(result)
         return result
-
-    @property
-    def _shard_of_lease(self) -> dict[str, int]:
-        found: dict[str, int] | None = getattr(self, "_lease_shards", None)
-        if found is None:
-            found = self._lease_shards = {self.shards.lease_key(shard): shard for shard in range(self.shards.count)}
-        return found
 
     def release_commands(self) -> list[tuple[str, ...]]:
         """What a replica that stops sends: its leases still held deleted, itself out of the members, so that

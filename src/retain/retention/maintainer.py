@@ -40,6 +40,8 @@ log = logging.getLogger("retain.retention.driver")
 
 #: the longest a maintainer waits between two looks
 LONGEST_PERIOD = 30.0
+#: seconds a stopping maintainer waits for a maintenance in progress (systemd's TimeoutStopSec is 60)
+STOP_WAIT = 30.0
 
 
 class Maintainer:
@@ -70,9 +72,10 @@ class Maintainer:
             self._beat.start()
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop looking, and give the maintenance lease back; a maintenance in progress runs to its end on its
-        own thread."""
+        """Stop looking, let a maintenance in progress end (``timeout`` seconds at most, :data:`STOP_WAIT` by
+        default: a process must not exit in the middle of a store's call), and give the maintenance lease back."""
         self._beat.stop(timeout)
+        self._slot.wait(STOP_WAIT if timeout is None else timeout)
         if self.lease is not None and self.holding:
             conn, key, _ = self.lease
             try:

@@ -18,10 +18,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import redis
-import redis.cluster
 import redis.exceptions
 
-from retain._nodes import send_by_node
+from retain._nodes import send_all
 
 hiredis: Any
 try:  # redis[hiredis]: the beat's replies are parsed in one pass (see read_replies)
@@ -35,16 +34,7 @@ __all__ = ["READ_CHUNK", "collector_paused", "pipeline_options", "read_replies",
 def send_pipeline(conn: Any, commands: Sequence[tuple[str, ...]], *, node_timeout: float | None = None) -> list[Any]:
     """Through redis-py's pipeline; on a cluster one per node, sent at once, a node that fails or has not
     answered within ``node_timeout`` seconds failing its own commands only (:func:`retain._nodes.send_by_node`)."""
-    if isinstance(conn, redis.cluster.RedisCluster):
-        return send_by_node(conn, commands, timeout=node_timeout, options=pipeline_options)
-    pipe = conn.pipeline(transaction=False)
-    try:
-        for command in commands:
-            pipe.execute_command(*command, **pipeline_options(command))
-        answers: list[Any] = pipe.execute(raise_on_error=False)
-        return answers
-    finally:
-        pipe.reset()
+    return send_all(conn, commands, timeout=node_timeout, options=pipeline_options)
 
 
 @contextmanager
