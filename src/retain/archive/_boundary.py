@@ -6,7 +6,9 @@ Three translations, one per kind of work:
   table (delta-rs): a refused signature is ``ArchiveAccessDenied``, a missing
   object ``ArchiveObjectMissing``, a lost commit ``ArchiveConflict``, a store
   that cannot be reached ``ArchiveUnavailable``, a log delta-rs cannot read
-  ``ArchiveCorrupt``;
+  or replay (a commit missing, truncated or garbage; a checkpoint gone or
+  damaged) ``ArchiveCorrupt`` (the table names the object:
+  :mod:`~retain.archive.log_check`);
 - :func:`reading_file` around decoding one data file: whatever pyarrow raises
   about its bytes (a page whose checksum does not match, a footer that is not
   Parquet, a column of another type) is ``ArchiveCorrupt`` naming the object;
@@ -39,7 +41,7 @@ from retain.errors import (
     RetainError,
 )
 
-__all__ = ["map_error", "reading_file", "translate_errors"]
+__all__ = ["map_error", "printable", "reading_file", "translate_errors"]
 
 _MESSAGE_LIMIT = 300
 #: the colour codes and arrows delta-rs draws its chain of causes with
@@ -48,11 +50,23 @@ _DECORATION = re.compile(r"\x1b\[[0-9;]*m|↳")
 _REFUSED = ("403 Forbidden", "401 Unauthorized", "lacked the necessary privileges", "status code: 403",
             "status code: 401", "InvalidAccessKeyId", "SignatureDoesNotMatch")
 _MISSING = ("404 Not Found", "No such file or directory", "not found")
+#: how delta-rs's reader (the Delta kernel) words a log it cannot replay: a commit missing, truncated or not JSON,
+#: a checkpoint gone or damaged (measured: each kind of damage, with a middle commit, the newest, a checkpoint and
+#: its _last_checkpoint hint)
+_LOG_DAMAGE = ("Kernel error", "Invalid Checkpoint", "Json error", "contiguous commit", "Parquet error")
+#: ... unless it is the store that failed under the reader
+_STORE_TROUBLE = ("ObjectStore", "Generic S3 error", "error sending request", "timed out", "Connection refused")
+
+
+def printable(text: str) -> str:
+    """``text`` with what a terminal or a log line must not get raw (control bytes, a damaged file's garbage)
+    escaped."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 def _first_line(exc: BaseException) -> str:
     # obstore's and delta-rs's messages end in a multi-line dump of the request; the first lines say it.
-    lines = [_DECORATION.sub("", line).strip() for line in str(exc).strip().splitlines()]
+    lines = [printable(_DECORATION.sub("", line).strip()) for line in str(exc).strip().splitlines()]
     lines = [line for line in lines if line]
     text = " ".join(lines[:3]) if lines else type(exc).__name__
     return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "…"
@@ -86,6 +100,10 @@ def map_error(exc: BaseException, what: str) -> ArchiveError:
         return ArchiveObjectMissing(f"{what}: no such object ({reason})")
     if isinstance(exc, (obstore.exceptions.GenericError, obstore.exceptions.JoinError, OSError)):
         return ArchiveUnavailable(f"{what}: the store failed ({reason})")
+    if isinstance(exc, DeltaError) and any(words in whole for words in _LOG_DAMAGE):
+        if any(words in whole for words in _STORE_TROUBLE):
+            return ArchiveUnavailable(f"{what}: the store failed under the table's reader ({reason})")
+        return ArchiveCorrupt(f"{what}: the table's log is damaged ({reason})")
     if isinstance(exc, DeltaError):
         return ArchiveError(f"{what}: the table refused it ({reason})")
     return ArchiveError(f"{what}: {reason}")

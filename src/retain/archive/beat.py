@@ -6,8 +6,9 @@ five phases together; each phase is a function from the streams as the last
 one left them (frozen records) to those it carries on and those that failed
 there, by key:
 
-1. :func:`_observe` -- ``XINFO STREAM`` of each, in one pipeline (the gap
-   check's counters and the length), then W and its ordinal from one snapshot;
+1. :func:`_observe` -- ``XINFO STREAM`` of each and their trim marks, in one
+   pipeline (the gap check's counters and the length), then W and its ordinal
+   from one snapshot;
    a stream the gap check refuses fails here (:mod:`retain.archive.gap`);
 2. :func:`_bound` -- the entries after W, one ``XRANGE`` each in one pipeline;
    where one answer held every entry after W the boundary comes from it, else
@@ -16,10 +17,12 @@ there, by key:
 3. :func:`_store` -- what waits after W up to the boundary, as data files
    stored on threads (the small ones encoded together); a stream with fewer
    than ``min_entries`` waiting stores none;
-4. :func:`_commit` -- one commit of every stream's files and W, and of each
-   claim's fencing token; streams a rival folded first go back through 3 from
+4. :func:`_commit` -- the counters read again (an XDEL during the reads
+   leaves W's ordinal unknown), then one commit of every stream's files and W,
+   and of each claim's fencing token; streams a rival folded first go back through 3 from
    the rival's W; those whose claim is stale fail alone;
-5. :func:`_trim` -- each stream trimmed just past its new W, in one pipeline.
+5. :func:`_trim` -- each stream trimmed just past its new W, and the new Ws
+   left as trim marks, in one pipeline.
 
 Before each step on a stream the beat asks ``cancelled`` (the driver's
 deadline) and the stream's :class:`~retain.archive.table.Fence` (its replica's
@@ -30,6 +33,7 @@ stream (:mod:`retain.archive.fold`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from contextlib import ExitStack
@@ -43,7 +47,7 @@ from retain.archive._pipeline import Workers, raw_reader, read_file
 from retain.archive.files import EncodedFile, FileWriter, encode_runs
 from retain.archive.fold import (DEFAULT_COUNT, DEFAULT_SEGMENT_ENTRIES, FoldResult, FoldTrimOutcome,
                                  FoldTrimResult, check_sizes)
-from retain.archive.gap import LiveInfo, gap, live_infos, next_ordinal
+from retain.archive.gap import LiveInfo, gap, live_infos, mark_commands, next_ordinal
 from retain.archive.plan import plan_fold_trim
 from retain.archive.table import Advance, Archive, ArchivedFile, Fence
 from retain.clock import utc_now
@@ -56,6 +60,8 @@ from retain.streams.trim import check_limit, xtrim_command
 from retain.windows import MaxAge, MaxLen, MinId, MinStreamId, Window, require_aware
 
 __all__ = ["COMMIT_ATTEMPTS", "fold_then_trim_all"]
+
+log = logging.getLogger(__name__)
 
 #: commits a beat tries when rivals keep winning, before its streams count as failed this beat
 COMMIT_ATTEMPTS = 5
@@ -133,10 +139,11 @@ class _Stored:
     def target(self) -> _Target:
         return self.bounded.observed.target
 
-    def advance(self) -> Advance:
+    def advance(self, later: LiveInfo | None) -> Advance:
+        """The commit's change for this stream; ``later``: its counters read again after the fold's reads."""
         assert self.after is not None
         return Advance(self.key, self.before, self.after, self.files,
-                       next_ordinal(self.bounded.observed.info, self.before, self.ordinal, self.entries),
+                       next_ordinal(self.bounded.observed.info, later, self.before, self.ordinal, self.entries),
                        self.target.fence)
 
 
@@ -241,7 +248,7 @@ def _observe(conn: Any, archive: Archive, targets: Sequence[_Target]) -> tuple[l
     """Each stream's live counters, in one pipeline, then W and its ordinal from one snapshot; the gap check."""
     failed: Failed = {}
     try:
-        infos = live_infos(conn, [target.key for target in targets], failed=failed)
+        infos = live_infos(conn, [target.key for target in targets], table_id=archive.table_id, failed=failed)
     except RetainError as error:
         return [], {target.key: error for target in targets}
     positions = archive.positions(target.stream for target in targets if target.key not in failed)
@@ -505,7 +512,15 @@ def _commit(reader: Any, items: Sequence[_Stored], archive: Archive, sizes: _Siz
         if not moving:
             return items, failed
         try:
-            archive.commit([item.advance() for item in moving])
+            later = live_infos(reader, [item.key for item in moving], failed=failed)
+        except RetainError as error:
+            later, failed = {}, failed | {item.key: error for item in moving}
+        items = [item for item in items if item.key not in failed]
+        moving = [item for item in moving if item.key not in failed]
+        if not moving:
+            return items, failed
+        try:
+            archive.commit([item.advance(later.get(item.key)) for item in moving])
             return items, failed
         except ArchiveFenced as fenced:
             refused = set(fenced.streams)
@@ -571,7 +586,14 @@ def _trim(conn: Any, items: Sequence[_Stored], archive: Archive, min_entries: in
         else:
             trims.append((item, folded, plan.trim))
     commands = [xtrim_command(item.target.stream, window, limit=limit) for item, _, window in trims]
-    for (item, folded, window), answer in zip(trims, _send_all(conn, commands)):
+    # W is committed: it becomes the streams' trim mark (retain.archive.gap), in the trims' round trip
+    marks = mark_commands(archive.table_id if items else None,
+                          {item.key: item.after for item in items if item.files and item.after is not None})
+    answers = _send_all(conn, commands + marks)
+    for answer in answers[len(commands):]:
+        if isinstance(answer, RetainError):
+            log.warning("the archive's trim marks could not be written (%s): the gap check goes without", answer)
+    for (item, folded, window), answer in zip(trims, answers):
         if isinstance(answer, RetainError):
             outcomes.append(FoldTrimOutcome(item.key, error=answer, trimming=True))
         else:

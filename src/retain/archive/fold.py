@@ -31,7 +31,7 @@ from retain import _fields
 from retain._fields import Where
 from retain._redis import translate_errors
 from retain.archive._pipeline import Workers, raw_reader, read_file
-from retain.archive.gap import LiveInfo, gap, live_info, next_ordinal
+from retain.archive.gap import LiveInfo, gap, live_info, mark_trimmed, next_ordinal
 from retain.archive.plan import plan_fold_trim
 from retain.archive.table import Advance, Archive
 from retain.clock import utc_now
@@ -171,7 +171,7 @@ def fold(conn: Any, stream: Stream, archive: Archive, upto: str | datetime | Str
     archive.check_writable()
     if boundary is None:
         boundary = _last_id(conn, key)
-    info = live_info(conn, key)  # before W: see retain.archive.gap
+    info = live_info(conn, key, archive.table_id)  # before W: see retain.archive.gap
     watermark, ordinal = archive.positions([stream])[key]
     if boundary is None:
         return FoldResult(key, 0, 0, watermark, archive.version)
@@ -219,7 +219,8 @@ class _Folder:
                 encoded = writer.finish()
                 stored = self.archive.put_file(self.stream, encoded)
                 self._tell("file", watermark, writer.count)
-                after = next_ordinal(info, watermark, ordinal, encoded.count)
+                later = live_info(self.conn, self.key)  # an XDEL during the reads leaves the ordinal unknown
+                after = next_ordinal(info, later, watermark, ordinal, encoded.count)
                 try:
                     self.archive.commit([Advance(self.key, watermark, encoded.last, (stored,), after)])
                 except ArchiveConflict:
@@ -305,4 +306,7 @@ def fold_then_trim(conn: Any, stream: Stream, archive: Archive, window: Window, 
         return FoldTrimResult(folded, boundary, None, 0)
     if progress is not None:
         progress(FoldProgress("trim", folded.entries, 0, folded.watermark))
-    return FoldTrimResult(folded, boundary, plan.trim, trim(conn, stream, plan.trim, limit=limit))
+    removed = trim(conn, stream, plan.trim, limit=limit)
+    if folded.files and folded.watermark is not None:
+        mark_trimmed(conn, archive.table_id, {folded.stream: folded.watermark})  # see retain.archive.gap
+    return FoldTrimResult(folded, boundary, plan.trim, removed)

@@ -168,15 +168,15 @@ def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId,
 def _refuse_gap(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId, high: StreamId) -> None:
     """Raise ArchiveGap when entries of ``low..high`` are neither archived nor live (:mod:`retain.archive.gap`).
 
-    The live counters are read before W, as the check needs. One XINFO STREAM per read.
+    The live counters and the trim mark are read before W, as the check needs: one round trip per read.
     """
-    info = live_info(conn, key)
+    info = live_info(conn, key, archive.table_id)
     watermark, ordinal = archive.positions([stream])[key]
     missing = gap(key, info, watermark, ordinal)
-    if missing is None or info is None or watermark is None:
+    if missing is None or info is None:
         return
     # The lost entries lie strictly between W and the first live entry.
-    if high > watermark and (info.first is None or low < info.first):
+    if (watermark is None or high > watermark) and (info.first is None or low < info.first):
         raise missing
 
 

@@ -37,6 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -62,6 +63,7 @@ from retain.archive.layout import (
 )
 from retain.archive.legacy import segments as legacy_segments
 from retain.archive.legacy.store import LegacyStore
+from retain.archive.log_check import diagnose
 from retain.archive.location import Location
 from retain.errors import ArchiveConflict, ArchiveCorrupt, ArchiveError, ArchiveFenced, ArchiveObjectMissing
 from retain.ids import StreamId
@@ -268,10 +270,23 @@ class Archive:
         return True
 
     def _open(self) -> None:
-        with translate_errors(f"opening the table {self.location.table_uri!r}"):
+        with self._reading_log(f"opening the table {self.location.table_uri!r}"):
             self._table = DeltaTable(self.location.table_uri, storage_options=self.location.storage_options)
         self._opened_at = self._table.version()
         self._settle()
+
+    @contextmanager
+    def _reading_log(self, what: str) -> Iterator[None]:
+        """Errors as :func:`translate_errors` makes them; a damaged log named: delta-rs says only that it could
+        not replay it, :func:`~retain.archive.log_check.diagnose` finds which object stopped it."""
+        try:
+            with translate_errors(what):
+                yield
+        except ArchiveCorrupt as damage:
+            named = diagnose(self.location)
+            if named is None:
+                raise
+            raise ArchiveCorrupt(f"{damage}: {named}") from damage.__cause__
 
     def _settle(self) -> None:
         """After the table moved: note its version, drop what was cached for the one before."""
@@ -297,8 +312,8 @@ class Archive:
             with translate_errors(f"reading the table {self.location.table_uri!r}"):
                 self._table.update_incremental()
         except ArchiveError:
-            self._open()  # the log this snapshot would replay from may be cleaned up: load it afresh
-            return
+            self._open()  # the log this snapshot would replay from may be cleaned up: load it afresh (a damaged
+            return        # log is then reported, naming the object)
         self._settle()
 
     def _current(self) -> None:
@@ -318,6 +333,17 @@ class Archive:
         """The table's properties (``delta.logRetentionDuration``, ...); none before the table exists."""
         table = self._table
         return dict(table.metadata().configuration) if table is not None else {}
+
+    @property
+    def table_id(self) -> str | None:
+        """The table's own id (Delta metadata, made with the table): what names its trim marks in Redis
+        (:mod:`retain.archive.gap`). None before the first commit, or for a format-1 archive."""
+        self._detect()
+        table = self._table
+        if table is None:
+            self._current()
+            table = self._table
+        return str(table.metadata().id) if table is not None else None
 
     @property
     def version(self) -> int:

@@ -10,7 +10,9 @@ page's CRC is verified as it is read), and checks, stream by stream:
 - W is the last id of the last file (unless expiry removed the stream's newest
   rows, or the files were all expired);
 - with a Redis connection, that the live stream has not lost entries W does
-  not cover (:func:`retain.archive.gap.gap`).
+  not cover (:func:`retain.archive.gap.gap`); a stream where that cannot be
+  known is named as unverifiable, with the reason
+  (:func:`retain.archive.gap.unverifiable`), never passed over in silence.
 
 Every problem is a :class:`Damage` naming the object (a data file's path, the
 table's log, or a stream); nothing is repaired.
@@ -26,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from retain.archive._boundary import reading_file
-from retain.archive.gap import gap, live_infos
+from retain.archive.gap import gap, live_infos, unverifiable
 from retain.archive.table import Archive, ArchivedFile
 from retain.errors import ArchiveError, RetainError
 from retain.ids import StreamId
@@ -56,6 +58,8 @@ class VerifyReport:
     files: int = 0
     rows: int = 0
     damage: list[Damage] = field(default_factory=list)
+    #: stream key -> why the gap check cannot tell whether the live stream lost entries after W
+    unverifiable: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -76,15 +80,18 @@ def verify(archive: Archive, conn: Any = None, *,
     except ArchiveError as error:
         report.damage.append(Damage("_delta_log", f"the table's log cannot be read: {error}"))
         return report
-    infos = live_infos(conn, keys) if conn is not None else {}
+    infos = live_infos(conn, keys, table_id=archive.table_id) if conn is not None else {}
     for key in keys:
         report.streams += 1
         _verify_stream(archive, key, report, progress)
         if conn is not None:
             watermark, ordinal = archive.positions([RawKey(key)])[key]
             missing = gap(key, infos.get(key), watermark, ordinal)
+            unknown = unverifiable(infos.get(key), watermark, ordinal)
             if missing is not None:
                 report.damage.append(Damage(f"stream {key}", str(missing)))
+            elif unknown is not None:
+                report.unverifiable[key] = unknown
     return report
 
 
