@@ -1,6 +1,7 @@
-"""Partitioning the archive's table, measured: by stream (what retain writes), by stream and day, or not at all.
+"""Partitioning the archive's table, measured: by the stream's digest (what retain writes, format 3), by the stream
+itself (format 2), by stream and day, or not at all.
 
-The same rows in three Delta tables: STREAMS streams of PER_DAY entries a day
+The same rows in four Delta tables: STREAMS streams of PER_DAY entries a day
 for DAYS days (two fields each), row groups of 10,000, zstd; the files as
 delta-rs's own writer lays them out for each partitioning. For each: the
 files, the checkpoint's size, opening the table and listing its files, and
@@ -27,12 +28,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 
-from retain.archive.columns import TABLE_SCHEMA
+from retain.archive.columns import TABLE_SCHEMA_2
+from retain.archive.layout import stream_digest
 
 STREAMS, DAYS, PER_DAY = 10, 30, 2_000
 ROUNDS = 7
 START = datetime(2026, 8, 1, tzinfo=timezone.utc)
-LAYOUTS = {"stream": ["stream"], "stream_day": ["stream", "day"], "none": None}
+LAYOUTS = {"stream_digest": ["stream_digest"], "stream": ["stream"], "stream_day": ["stream", "day"],
+           "none": None}
 
 
 def rows() -> pa.Table:
@@ -49,8 +52,10 @@ def rows() -> pa.Table:
             "fields": pa.array([[("player", f"p{index % 50}"), ("score", "12")] for index in range(count)],
                                pa.map_(pa.string(), pa.string())),
             "fields_binary": pa.nulls(count, pa.map_(pa.string(), pa.binary()))}))
-    table = pa.concat_tables(tables).cast(TABLE_SCHEMA)
-    return table.append_column("day", pc.strftime(table.column("ts"), "%Y-%m-%d"))
+    table = pa.concat_tables(tables).cast(TABLE_SCHEMA_2)
+    digests = pa.array([stream_digest(key) for key in table.column("stream").to_pylist()])
+    return table.append_column("day", pc.strftime(table.column("ts"), "%Y-%m-%d")).append_column("stream_digest",
+                                                                                                   digests)
 
 
 def median_ms(function: Callable[[], object]) -> float:
@@ -71,7 +76,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="retain-bench-layout-") as directory:
         for name, partitions in LAYOUTS.items():
             root = f"{directory}/{name}"
-            write_deltalake(root, table if name == "stream_day" else table.drop_columns(["day"]),
+            extra = [column for column in ("day", "stream_digest") if column not in (partitions or [])]
+            write_deltalake(root, table.drop_columns(extra),
                             partition_by=partitions,
                             writer_properties=WriterProperties(max_row_group_size=10_000, compression="ZSTD"))
             DeltaTable(root).create_checkpoint()

@@ -11,7 +11,7 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retain.archive.columns import FILE_SCHEMA
+from retain.archive.columns import FILE_SCHEMA, STREAM_FIELD
 from retain.archive.files import FileWriter, encode_runs, open_parquet, read_entries, read_tables
 from retain.errors import ArchiveCorrupt, UnarchivableEntry
 from retain.ids import StreamId
@@ -87,18 +87,23 @@ class TestRoundTrip:
         redis_conn.xadd("s", {"a": b"\xff"}, id="1790-0")
         encoded = file_of([redis_conn.xrange("s")])
         parquet = pq.ParquetFile(pa.BufferReader(encoded.data))
-        assert parquet.schema_arrow.remove_metadata().equals(FILE_SCHEMA)
+        assert parquet.schema_arrow.remove_metadata().equals(pa.schema([STREAM_FIELD, *FILE_SCHEMA]))
         assert parquet.schema_arrow.metadata[b"retain.stream"] == b"emq:{g}:stream:s"
-        assert parquet.schema_arrow.metadata[b"retain.format"] == b"2"
+        assert parquet.schema_arrow.metadata[b"retain.format"] == b"3"
+        assert pq.read_table(pa.BufferReader(encoded.data)).column("stream").to_pylist() == ["emq:{g}:stream:s"] * 2
+        stream_stats = parquet.metadata.row_group(0).column(0).statistics
+        assert (stream_stats.min, stream_stats.max) == ("emq:{g}:stream:s", "emq:{g}:stream:s")
         assert parquet.metadata.row_group(0).column(0).compression == "ZSTD"
         rows = pq.read_table(pa.BufferReader(encoded.data)).to_pylist()
         assert [(row["id"], row["ms"], row["seq"], row["fields"], row["fields_binary"]) for row in rows] == [
             ("1789-5", 1789, 5, [("a", "1")], None), ("1790-0", 1790, 0, None, [("a", b"\xff")])]
         assert json.loads(encoded.stats) == {
             "numRecords": 2,
-            "minValues": {"id": "1789-5", "ms": 1789, "seq": 0, "ts": "1970-01-01T00:00:01.789Z"},
-            "maxValues": {"id": "1790-0", "ms": 1790, "seq": 5, "ts": "1970-01-01T00:00:01.790Z"},
-            "nullCount": {"id": 0, "ms": 0, "seq": 0, "ts": 0, "fields": 1, "fields_binary": 1}}
+            "minValues": {"stream": "emq:{g}:stream:s", "id": "1789-5", "ms": 1789, "seq": 0,
+                          "ts": "1970-01-01T00:00:01.789Z"},
+            "maxValues": {"stream": "emq:{g}:stream:s", "id": "1790-0", "ms": 1790, "seq": 5,
+                          "ts": "1970-01-01T00:00:01.790Z"},
+            "nullCount": {"stream": 0, "id": 0, "ms": 0, "seq": 0, "ts": 0, "fields": 1, "fields_binary": 1}}
 
     def test_tables_gather_into_row_groups(self, redis_conn):
         """Many small tables (a compaction's files) make full row groups, not one each."""

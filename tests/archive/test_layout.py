@@ -38,8 +38,11 @@ class TestFileNames:
     def test_example(self):
         """A data file lives in its stream's partition folder, named by the ids it holds and a token."""
         path = file_name("emq:{q}:stream:s", StreamId(1, 2), StreamId(3, 4), "ab12")
-        assert path == "stream=emq!3A!7Bq!7D!3Astream!3As/1-2_3-4.ab12.parquet"
+        assert path == "stream_digest=sha256-716c9482b68e28ff/1-2_3-4.ab12.parquet"
         assert file_range(path) == (StreamId(1, 2), StreamId(3, 4))
+        old = file_name("emq:{q}:stream:s", StreamId(1, 2), StreamId(3, 4), "ab12", table_format=2)
+        assert old == "stream=emq!3A!7Bq!7D!3Astream!3As/1-2_3-4.ab12.parquet"
+        assert file_range(old) == (StreamId(1, 2), StreamId(3, 4))
         assert file_range("stream=x/part-0001.snappy.parquet") is None
 
     @given(stream_ids, stream_ids)

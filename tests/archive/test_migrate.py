@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from retain.archive import Archive, MaintenanceSettings, StreamId, fold, maintain, migrate, read, read_arrow
+from retain.archive.layout import FORMAT, stream_digest
 from retain.archive.legacy.layout import stream_dir
 from retain.errors import ArchiveCorrupt, ArchiveNeedsMigration, InvalidInput
 from retain.streams import RawKey
@@ -73,7 +74,7 @@ class TestMigrate:
         assert report.entries == 100 and report.version == 1  # the table's creation, then one commit
         moved = {stream.stream: stream for stream in report.streams}
         assert (moved[KEY].segments, moved[KEY].files, moved[KEY].watermark) == (3, 2, StreamId(3_024, 0))
-        assert archive.format == 2
+        assert archive.format == FORMAT
         stream = RawKey(KEY)
         assert archive.watermark(stream) == StreamId(3_024, 0) and archive.state(stream).entries == 95
         assert list(read(redis_conn, stream, archive)) == written
@@ -118,7 +119,7 @@ class TestMigrate:
         migrate(archive)
         maintain(archive, MaintenanceSettings(every=None), now=datetime.now(timezone.utc))
         left = sorted(path.relative_to(tmp_path / "moved").parts[0] for path in (tmp_path / "moved").rglob("*.*"))
-        assert set(left) == {"_delta_log", f"stream={stream_dir(KEY)}"}
+        assert set(left) == {"_delta_log", f"stream_digest={stream_digest(KEY)}"}
         assert list(read(redis_conn, RawKey(KEY), Archive(url))) == written
 
     def test_refusals(self, tmp_path):

@@ -13,7 +13,8 @@ from deltalake import DeltaTable
 from retain.archive import Archive
 from retain.streams import Stream
 
-__all__ = ["SHARED_STORES", "STORES", "archived_ids", "commits_of", "open_archive", "table_of"]
+__all__ = ["SHARED_STORES", "STORES", "archived_ids", "commits_of", "format_two", "keys_of", "open_archive",
+           "table_of"]
 
 STORES = ["local", "memory", "s3"]
 #: stores another process can open too (memory:// lives in one process)
@@ -31,6 +32,20 @@ def open_archive(kind: str, tmp_path: Any, seaweed_server: Any) -> tuple[Archive
     return Archive(url, **options), url, options
 
 
+def format_two(archive: Archive) -> Archive:
+    """``archive`` (fresh, no table yet) with an empty table of format 2 made there, as a retain before format 3
+    made them: partitioned by ``stream`` itself (its folders ``stream=emq!3A…``), the files without the key.
+    Retain then reads and writes it as format 2 until it is migrated."""
+    from retain.archive.columns import TABLE_SCHEMA_2
+    from retain.archive.table import TABLE_PROPERTIES
+
+    DeltaTable.create(archive.location.table_uri, TABLE_SCHEMA_2, partition_by=["stream"], name="retain archive",
+                      configuration=TABLE_PROPERTIES, storage_options=archive.location.storage_options)
+    archive.reload()
+    assert archive.format == 2
+    return archive
+
+
 def table_of(archive: Archive, version: int | None = None) -> DeltaTable:
     """The archive's Delta table as delta-rs opens it, apart from retain's own reading (at ``version``)."""
     return DeltaTable(archive.location.table_uri, version=version, storage_options=archive.location.storage_options)
@@ -42,9 +57,8 @@ def archived_ids(archive: Archive, stream: Stream) -> list[tuple[int, int]]:
     if archive.version < 0:
         return []
     actions = pa.table(table_of(archive).get_add_actions(flatten=True))
-    paths = sorted((path for path, key in zip(actions.column("path").to_pylist(),
-                                              actions.column("partition.stream").to_pylist()) if key == stream.key),
-                   key=_first)
+    paths = sorted((path for path, key in zip(actions.column("path").to_pylist(), keys_of(actions))
+                    if key == stream.key), key=_first)
     rows: list[tuple[int, int]] = []
     for path in paths:
         data = bytes(obstore.get(archive.store, path).bytes())
@@ -73,7 +87,14 @@ def _files(table: DeltaTable) -> list[tuple[str, str]]:
     actions = pa.table(table.get_add_actions(flatten=True))
     if not actions.num_rows:
         return []
-    return list(zip(actions.column("path").to_pylist(), actions.column("partition.stream").to_pylist()))
+    return list(zip(actions.column("path").to_pylist(), keys_of(actions)))
+
+
+def keys_of(actions: pa.Table) -> list[str]:
+    """The stream of each file of a log's add actions: its ``stream`` column's statistics (format 3), or its
+    partition value (format 2)."""
+    name = "min.stream" if "min.stream" in actions.column_names else "partition.stream"
+    return actions.column(name).to_pylist()
 
 
 def _first(path: str) -> tuple[int, int]:

@@ -50,7 +50,8 @@ from retain.archive.maintenance import (
 from retain.archive.migrate import MigrationReport, migrate
 from retain.archive.plan import FoldTrimPlan, plan_fold_trim, trim_past
 from retain.archive.query import query
-from retain.archive.read import read, read_arrow
+from retain.archive.read import read, read_arrow, read_log
+from retain.archive.relayout import RelayoutReport, relayout
 from retain.archive.table import Archive, ArchivedFile, Fence, StreamState
 from retain.archive.verify import Damage, VerifyReport, verify
 from retain.errors import (
@@ -100,6 +101,7 @@ __all__ = [
     "MaintenanceReport",
     "MaintenanceSettings",
     "MigrationReport",
+    "RelayoutReport",
     "StreamId",
     "StreamMaintenance",
     "StreamState",
@@ -119,6 +121,8 @@ __all__ = [
     "query",
     "read",
     "read_arrow",
+    "read_log",
+    "relayout",
     "trim_past",
     "verify",
 ]

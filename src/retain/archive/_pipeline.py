@@ -216,9 +216,10 @@ class Workers:
 
 
 def read_file(conn: Any, key: str, low: StreamId, boundary: StreamId, *, count: int, limit: int,
-              workers: Workers, tell: Callable[[int], None] | None = None) -> tuple[FileWriter, bool]:
-    """Read up to ``limit`` entries of ``low..boundary`` into a file; also say whether the range is exhausted."""
-    writer = FileWriter(key, encoder=workers.encoder)
+              workers: Workers, table_format: int, tell: Callable[[int], None] | None = None) -> tuple[FileWriter, bool]:
+    """Read up to ``limit`` entries of ``low..boundary`` into a file of a ``table_format`` table; also say
+    whether the range is exhausted."""
+    writer = FileWriter(key, encoder=workers.encoder, table_format=table_format)
     chunks = Chunks(conn, key, low, boundary, count=count, limit=limit, prefetch=workers.prefetch)
     try:
         for chunk in chunks:

@@ -398,7 +398,7 @@ def _store(reader: Any, items: Sequence[_Bounded], archive: Archive, sizes: _Siz
            stop: _Stop) -> tuple[list[_Stored], Failed]:
     """What waits after W up to each boundary, stored as files (one commit for them all to come)."""
     storer = _Storer(archive, workers.putter)
-    encoded = _encode_tails(items, sizes.min_entries, workers.encoder)
+    encoded = _encode_tails(items, sizes.min_entries, workers.encoder, archive.format)
     failed: Failed = {}
     planned: list[_Stored] = []
     unavailable: ArchiveUnavailable | None = None
@@ -438,14 +438,16 @@ def _folds(boundary: StreamId, before: StreamId | None, waiting: int, min_entrie
     return plan_fold_trim(boundary, before, waiting, min_entries=min_entries).fold is not None
 
 
-def _encode_tails(items: Sequence[_Bounded], min_entries: int, encoder: Executor) -> dict[str, EncodedFile]:
+def _encode_tails(items: Sequence[_Bounded], min_entries: int, encoder: Executor,
+                  table_format: int) -> dict[str, EncodedFile]:
     """The file of every stream whose tail folds, encoded together (:func:`encode_runs`: a beat of many
     small folds pays the fixed costs once); when some entry cannot be stored, none: each stream's file is
     then made on its own, so that the error is that stream's alone."""
     folding = [item for item in items if item.tail and item.boundary is not None
                and _folds(item.boundary, item.observed.before, len(item.tail), min_entries)]
     try:
-        files = encode_runs([(item.key, item.tail) for item in folding if item.tail], encoder)
+        files = encode_runs([(item.key, item.tail) for item in folding if item.tail], encoder,
+                            table_format=table_format)
     except UnarchivableEntry:
         return {}
     return {item.key: file for item, file in zip(folding, files)}
@@ -467,7 +469,7 @@ def _store_one(reader: Any, item: _Bounded, before: StreamId | None, ordinal: in
         if encoded is None:
             if not _folds(boundary, before, len(item.tail), sizes.min_entries):
                 return replace(nothing, left=len(item.tail))  # too few waiting: left for a later, larger file
-            writer = FileWriter(item.key)
+            writer = FileWriter(item.key, table_format=archive.format)
             writer.add(item.tail)
             encoded = writer.finish()
         storer.put(target, encoded)
@@ -476,7 +478,7 @@ def _store_one(reader: Any, item: _Bounded, before: StreamId | None, ordinal: in
     entries, after = 0, before
     while True:
         writer, exhausted = read_file(reader, item.key, low, boundary, count=sizes.count,
-                                      limit=sizes.segment_entries, workers=workers)
+                                      limit=sizes.segment_entries, workers=workers, table_format=archive.format)
         if not writer.count:
             break
         if exhausted and not entries and not _folds(boundary, before, writer.count, sizes.min_entries):
@@ -538,14 +540,15 @@ def _commit(reader: Any, items: Sequence[_Stored], archive: Archive, sizes: _Siz
 
 def _reread_moved(reader: Any, items: Sequence[_Stored], moving: Sequence[_Stored], archive: Archive,
                   sizes: _Sizes, workers: Workers) -> tuple[list[_Stored], Failed]:
-    """The streams a rival folded first, read again from the rival's W (their files stay unlisted)."""
+    """The streams a rival folded first, read again from the rival's W (their files stay unlisted); and those
+    whose files were written for the table's format before ``retain archive migrate`` changed it."""
     positions = archive.positions(item.target.stream for item in moving)
     storer = _Storer(archive, workers.putter)
     moved: list[_Stored] = []
     failed: Failed = {}
     for item in moving:
         before, ordinal = positions[item.key]
-        if before == item.before:
+        if before == item.before and all(file.format == archive.format for file in item.files):
             continue
         try:
             moved.append(_store_one(reader, item.bounded, before, ordinal, archive, sizes, workers, storer,

@@ -2,13 +2,14 @@
 
 Every row is one stream entry::
 
-    stream          string, not null         the stream's key (the partition column: in the log, not in the files)
+    stream          string, not null         the stream's key (in every file; format 2: the partition column)
     id              string, not null         "<ms>-<seq>", as Redis writes it
     ms              int64, not null          the id's milliseconds: order and pruning
     seq             int64, not null          the id's sequence number
     ts              timestamp(ms, UTC), not null   the instant of ``ms``
     fields          map<string, string>      the entry's fields, when every value is UTF-8 (else null)
     fields_binary   map<string, binary>      every field as bytes, when some value is not UTF-8 (else null)
+    stream_digest   string, not null         the partition column (format 3): a path-safe name of the stream
 
 Exactly one of ``fields`` and ``fields_binary`` is set on a row, so every
 byte is kept and the common case reads as text (``fields['player']`` in
@@ -43,7 +44,9 @@ from retain.errors import UnarchivableEntry
 
 __all__ = [
     "FILE_SCHEMA",
+    "STREAM_FIELD",
     "TABLE_SCHEMA",
+    "TABLE_SCHEMA_2",
     "Entry",
     "Text",
     "chunk_arrays",
@@ -55,7 +58,10 @@ __all__ = [
 TEXT_MAP = pa.map_(pa.string(), pa.string())
 BINARY_MAP = pa.map_(pa.string(), pa.binary())
 TIMESTAMP = pa.timestamp("ms", tz="UTC")
-#: the columns of every data file, in this order
+#: the key of the stream a row is of: the first column of a format-3 file
+STREAM_FIELD = pa.field("stream", pa.string(), nullable=False)
+#: an entry's columns, in this order: what every data file holds after ``stream`` (a format-2 file holds only
+#: these), and what a read of one stream yields
 FILE_SCHEMA = pa.schema([
     pa.field("id", pa.string(), nullable=False),
     pa.field("ms", pa.int64(), nullable=False),
@@ -64,8 +70,11 @@ FILE_SCHEMA = pa.schema([
     pa.field("fields", TEXT_MAP),
     pa.field("fields_binary", BINARY_MAP),
 ])
-#: the table's columns: the partition column, then the files'
-TABLE_SCHEMA = pa.schema([pa.field("stream", pa.string(), nullable=False), *FILE_SCHEMA])
+#: the table's columns (format 3): the files', then the partition column (nullable: a format-2 table rewritten as
+#: format 3 keeps tombstones of files without it, and each checkpoint writes theirs in the table's columns)
+TABLE_SCHEMA = pa.schema([STREAM_FIELD, *FILE_SCHEMA, pa.field("stream_digest", pa.string())])
+#: the columns of a format-2 table: ``stream`` the partition column, then the files'
+TABLE_SCHEMA_2 = pa.schema([STREAM_FIELD, *FILE_SCHEMA])
 
 Entry = tuple[Any, dict[Any, Any]]
 #: how a reader wants text: (encoding, errors) as its redis-py connection decodes, or None for bytes

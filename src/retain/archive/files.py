@@ -1,13 +1,17 @@
 """The table's data files: Parquet bytes written from stream entries, and read back checked (no I/O of their own).
 
-A data file holds a run of one stream's entries in id order, the columns of
+A data file holds a run of one stream's entries in id order: the stream's key
+(``stream``, one dictionary value: a few bytes per file), then the columns of
 :data:`~retain.archive.columns.FILE_SCHEMA`, compressed with zstd, in row
 groups of at most :data:`ROW_GROUP_ROWS` rows, with a CRC checksum on every
-page. ``id``, ``ms``, ``seq`` and ``ts`` carry min/max statistics per row group
-(a reader skips row groups on them); the field names are dictionary-encoded.
-The file's key-value metadata carries ``retain.format`` (2) and
-``retain.stream``. :class:`EncodedFile` also carries the statistics Delta
-keeps per file in its log (``numRecords``, min/max and null counts).
+page. ``stream``, ``id``, ``ms``, ``seq`` and ``ts`` carry min/max statistics
+per row group (a reader skips row groups on them); the field names are
+dictionary-encoded. The file's key-value metadata carries ``retain.format``
+(3) and ``retain.stream``. A file of a format-2 table has no ``stream`` column
+(its folder named the stream). :class:`EncodedFile` also carries the
+statistics Delta keeps per file in its log (``numRecords``, min/max and null
+counts): with ``stream``'s, a reader that filters on a stream skips the other
+streams' files.
 
 Reading goes through :func:`open_parquet`: the one place a file is opened, with
 every page's checksum verified, so that a damaged file is
@@ -37,14 +41,17 @@ import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
 from retain.archive._boundary import reading_file
-from retain.archive.columns import FILE_SCHEMA, Arrays, Entry, Text, chunk_arrays, entries_of, entries_table
+from retain.archive.columns import (FILE_SCHEMA, STREAM_FIELD, Arrays, Entry, Text, chunk_arrays, entries_of,
+                                    entries_table)
+from retain.archive.layout import FORMAT
 from retain.ids import StreamId
 
 __all__ = ["FORMAT_VERSION", "ROW_GROUP_ROWS", "EncodedFile", "FileWriter", "encode_runs", "open_parquet",
            "read_entries", "read_tables", "scan_batches"]
 
-#: the format of the archive: 1 was manifests and segments (:mod:`retain.archive.legacy`), 2 is the table
-FORMAT_VERSION = 2
+#: the format of the archive: 1 was manifests and segments (:mod:`retain.archive.legacy`), 2 the table partitioned
+#: by stream, 3 the table partitioned by a digest, the key in every file (:mod:`retain.archive.layout`)
+FORMAT_VERSION = FORMAT
 ROW_GROUP_ROWS = 10_000
 _INT64_MAX = 2**63 - 1
 #: the columns with statistics: what readers prune on
@@ -64,6 +71,8 @@ class EncodedFile:
     count: int
     data: bytes
     stats: str
+    #: the table format it was written for: 3 holds the ``stream`` column, 2 does not
+    format: int = FORMAT
 
 
 class _Statistics:
@@ -94,13 +103,17 @@ class _Statistics:
         self.text_nulls += table.column("fields").null_count
         self.binary_nulls += table.column("fields_binary").null_count
 
-    def to_json(self) -> str:
+    def to_json(self, stream: str | None) -> str:
+        """Delta's statistics of the file; with ``stream``, that of its ``stream`` column (format 3)."""
         def shown(values: dict[str, Any]) -> dict[str, Any]:
-            return {name: _instant(value) if isinstance(value, datetime) else value for name, value in values.items()}
+            key = {"stream": stream} if stream is not None else {}
+            return key | {name: _instant(value) if isinstance(value, datetime) else value
+                          for name, value in values.items()}
 
+        nulls = {"stream": 0} if stream is not None else {}
         return json.dumps({"numRecords": self.rows, "minValues": shown(self.low), "maxValues": shown(self.high),
-                           "nullCount": {"id": 0, "ms": 0, "seq": 0, "ts": 0, "fields": self.text_nulls,
-                                         "fields_binary": self.binary_nulls}}, separators=(",", ":"))
+                           "nullCount": nulls | {"id": 0, "ms": 0, "seq": 0, "ts": 0, "fields": self.text_nulls,
+                                                 "fields_binary": self.binary_nulls}}, separators=(",", ":"))
 
 
 def _instant(value: datetime) -> str:
@@ -120,8 +133,10 @@ class FileWriter:
     columns cannot hold) is raised by the next call, at the latest by :meth:`finish`.
     """
 
-    def __init__(self, stream: str, *, row_group_rows: int = ROW_GROUP_ROWS, encoder: Executor | None = None) -> None:
+    def __init__(self, stream: str, *, row_group_rows: int = ROW_GROUP_ROWS, encoder: Executor | None = None,
+                 table_format: int = FORMAT) -> None:
         self.stream = stream
+        self.table_format = table_format
         self.row_group_rows = row_group_rows
         self.count = 0
         self.first: StreamId | None = None
@@ -133,7 +148,7 @@ class FileWriter:
         self._writing: list[Future[None]] = []
         self._statistics = _Statistics()
         self._sink = pa.BufferOutputStream()
-        self._writer = _parquet_writer(self._sink, stream)
+        self._writer = _parquet_writer(self._sink, stream, table_format)
 
     def add(self, entries: Sequence[Entry]) -> None:
         """Append a chunk of entries, as ``conn.xrange`` or the server returned them."""
@@ -183,7 +198,7 @@ class FileWriter:
 
     def _write(self, table: pa.Table) -> None:
         self._statistics.add(table)
-        self._writer.write_table(table, row_group_size=self.row_group_rows)
+        self._writer.write_table(_stored(table, self.stream, self.table_format), row_group_size=self.row_group_rows)
 
     def _raise_failed(self) -> None:
         while self._writing and self._writing[0].done():
@@ -201,7 +216,7 @@ class FileWriter:
             self._writing = []
         self._writer.close()
         return EncodedFile(self.first, self.last, self.count, self._sink.getvalue().to_pybytes(),
-                           self._statistics.to_json())
+                           self._statistics.to_json(_key_column(self.stream, self.table_format)), self.table_format)
 
     def abandon(self) -> None:
         """Drop the file (a fold that stops early): wait for the work in flight, ignoring its errors."""
@@ -210,18 +225,33 @@ class FileWriter:
         self._writing = []
 
 
-def _parquet_writer(sink: pa.BufferOutputStream, stream: str) -> pq.ParquetWriter:
-    """A Parquet writer of one data file of ``stream`` into ``sink``."""
-    metadata = {b"retain.format": str(FORMAT_VERSION).encode(), b"retain.stream": stream.encode()}
-    # Dictionary pages for the field names only (few, repeated); statistics for the ids and times only
-    # (what a reader prunes on): both cut the encoding time of a fold by a third. A CRC on every page:
-    # a damaged file is caught when it is read, never decoded into other values.
-    return pq.ParquetWriter(sink, FILE_SCHEMA.with_metadata(metadata), compression="zstd",
-                            use_dictionary=["fields.key_value.key", "fields_binary.key_value.key"],
-                            write_statistics=_STATISTICS, write_page_checksum=True)
+def _key_column(stream: str, table_format: int) -> str | None:
+    """The value of the ``stream`` column of a file of ``stream``; None when the format has no such column."""
+    return stream if table_format >= 3 else None
 
 
-def encode_runs(runs: Sequence[tuple[str, Sequence[Entry]]], encoder: Executor | None = None) -> list[EncodedFile]:
+def _stored(table: pa.Table, stream: str, table_format: int) -> pa.Table:
+    """Rows of :data:`FILE_SCHEMA` as a file of ``table_format`` holds them: format 3 puts the key first."""
+    if table_format < 3:
+        return table
+    return table.add_column(0, STREAM_FIELD, pa.repeat(pa.scalar(stream, pa.string()), table.num_rows))
+
+
+def _parquet_writer(sink: pa.BufferOutputStream, stream: str, table_format: int) -> pq.ParquetWriter:
+    """A Parquet writer of one data file of ``stream`` into ``sink``, for a table of ``table_format``."""
+    metadata = {b"retain.format": str(table_format).encode(), b"retain.stream": stream.encode()}
+    key = ["stream"] if table_format >= 3 else []
+    schema = pa.schema([STREAM_FIELD, *FILE_SCHEMA]) if key else FILE_SCHEMA
+    # Dictionary pages for the key and the field names only (few, repeated); statistics for the key, the
+    # ids and times only (what a reader prunes on): both cut the encoding time of a fold by a third. A CRC
+    # on every page: a damaged file is caught when it is read, never decoded into other values.
+    return pq.ParquetWriter(sink, schema.with_metadata(metadata), compression="zstd",
+                            use_dictionary=key + ["fields.key_value.key", "fields_binary.key_value.key"],
+                            write_statistics=key + _STATISTICS, write_page_checksum=True)
+
+
+def encode_runs(runs: Sequence[tuple[str, Sequence[Entry]]], encoder: Executor | None = None, *,
+                table_format: int = FORMAT) -> list[EncodedFile]:
     """One data file per run of ``(stream, entries)`` (entries in id order), the files :class:`FileWriter`
     makes, with the work done once for all of them.
 
@@ -246,11 +276,13 @@ def encode_runs(runs: Sequence[tuple[str, Sequence[Entry]]], encoder: Executor |
     def write(run: tuple[str, Sequence[Entry]], start: int, statistics: _Statistics) -> EncodedFile:
         stream, entries = run
         sink = pa.BufferOutputStream()
-        writer = _parquet_writer(sink, stream)
-        writer.write_table(table.slice(start, len(entries)), row_group_size=ROW_GROUP_ROWS)
+        writer = _parquet_writer(sink, stream, table_format)
+        writer.write_table(_stored(table.slice(start, len(entries)), stream, table_format),
+                           row_group_size=ROW_GROUP_ROWS)
         writer.close()
         return EncodedFile(StreamId.parse(entries[0][0]), StreamId.parse(entries[-1][0]), len(entries),
-                           sink.getvalue().to_pybytes(), statistics.to_json())
+                           sink.getvalue().to_pybytes(), statistics.to_json(_key_column(stream, table_format)),
+                           table_format)
 
     if encoder is None or len(jobs) < 2:
         return [write(*job) for job in jobs]
@@ -344,7 +376,8 @@ def read_tables(parquet: pq.ParquetFile, name: str, low: StreamId, high: StreamI
     with reading_file(name):
         for index, stats in _row_groups(parquet, low, high):
             straddles = _straddles(stats, low, high)
-            for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=[index], columns=columns):
+            for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=[index],
+                                              columns=columns if columns is not None else FILE_SCHEMA.names):
                 table = pa.Table.from_batches([batch])
                 if columns is None and table.schema != FILE_SCHEMA and table.schema.names == FILE_SCHEMA.names:
                     table = table.cast(FILE_SCHEMA)  # the names Parquet gives a map's entries, and no file metadata

@@ -208,7 +208,8 @@ class _Folder:
                     self._tell("read", at, pending)
 
                 writer, exhausted = read_file(self.conn, self.key, low, self.boundary, count=self.count,
-                                               limit=self.segment_entries, workers=workers, tell=read)
+                                               limit=self.segment_entries, workers=workers,
+                                               table_format=self.archive.format, tell=read)
                 if writer.count == 0:
                     break
                 if exhausted and not self.files and plan_fold_trim(

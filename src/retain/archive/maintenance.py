@@ -269,7 +269,7 @@ def _expire(archive: Archive, state: StreamState, cutoff: int,
     kept: tuple[ArchivedFile, ...] = ()
     expired = sum(file.count for file in whole)
     if straddling is not None:
-        writer = FileWriter(state.stream)
+        writer = FileWriter(state.stream, table_format=archive.format)
         for table in archive.tables(stream, straddling, straddling.first, straddling.last):
             young = table.filter(pc.greater_equal(table.column("ms"), cutoff))
             expired += table.num_rows - young.num_rows
@@ -290,7 +290,7 @@ def _expire(archive: Archive, state: StreamState, cutoff: int,
 def _merged(archive: Archive, state: StreamState, run: Sequence[ArchivedFile]) -> ArchivedFile:
     """One file holding the rows of ``run``, in order."""
     stream = RawKey(state.stream)
-    writer = FileWriter(state.stream)
+    writer = FileWriter(state.stream, table_format=archive.format)
     for file in run:
         for table in archive.tables(stream, file, file.first, file.last):
             writer.add_table(table)

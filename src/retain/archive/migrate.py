@@ -37,7 +37,7 @@ from retain.errors import ArchiveCorrupt, InvalidInput
 from retain.ids import StreamId
 from retain.streams.keys import RawKey
 
-__all__ = ["MigratedStream", "MigrationReport", "migrate"]
+__all__ = ["IdCheck", "MigratedStream", "MigrationReport", "migrate"]
 
 DEFAULT_FILE_ENTRIES = 1_000_000
 
@@ -107,7 +107,7 @@ def migrate(archive: Archive, *, file_entries: int = DEFAULT_FILE_ENTRIES) -> Mi
     return MigrationReport(tuple(moved), version, time.monotonic() - started)
 
 
-class _Ids:
+class IdCheck:
     """The ids that went into one file, and the check that they only grow across the whole stream."""
 
     def __init__(self, key: str) -> None:
@@ -151,9 +151,9 @@ def _moved(archive: Archive, target: Archive, manifest: Manifest, file_entries: 
     key = manifest.stream
     stream = RawKey(key)
     legacy = archive.legacy()
-    ids = _Ids(key)
+    ids = IdCheck(key)
     files: list[ArchivedFile] = []
-    writer = FileWriter(key)
+    writer = FileWriter(key, table_format=target.format)
 
     def close_file() -> None:
         nonlocal writer
@@ -161,7 +161,7 @@ def _moved(archive: Archive, target: Archive, manifest: Manifest, file_entries: 
             stored = target.put_file(stream, writer.finish())
             ids.check(target, stored)
             files.append(stored)
-        writer = FileWriter(key)
+        writer = FileWriter(key, table_format=target.format)
 
     for segment in manifest.segments:
         path = legacy.segment_path(key, segment)

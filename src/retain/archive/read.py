@@ -15,7 +15,9 @@ Two shapes, one merge:
 - :func:`read` yields ``(id, fields)`` as ``conn.xrange`` returns them;
 - :func:`read_arrow` yields Arrow record batches in the table's columns
   (:data:`~retain.archive.columns.FILE_SCHEMA`): the archive's row groups as
-  they are decoded, each live chunk converted as a fold converts it.
+  they are decoded, each live chunk converted as a fold converts it;
+- :func:`read_log` is the merge-read of many streams as one Arrow stream, the
+  key in a ``stream`` column: the ``log`` view of ``retain archive query``.
 
 Example:
     >>> for entry_id, fields in read(conn, StreamRef("codemojex", "activity"), archive,
@@ -34,20 +36,22 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from retain._redis import translate_errors
-from retain.archive.columns import Entry, Text, chunk_arrays, entries_of, entries_table
+from retain.archive.columns import FILE_SCHEMA, STREAM_FIELD, Entry, Text, chunk_arrays, entries_of, entries_table
 from retain.archive._pipeline import raw_reader
 from retain.archive.table import Archive, ArchivedFile
 from retain.archive.gap import gap, live_info
 from retain.errors import ArchiveCorrupt, ArchiveObjectMissing, InvalidInput
 from retain.ids import StreamId, lower_bound, upper_bound
-from retain.streams.keys import Stream, key_of
+from retain.streams.keys import RawKey, Stream, key_of
 
-__all__ = ["read", "read_arrow"]
+__all__ = ["LOG_SCHEMA", "read", "read_arrow", "read_log"]
 
 DEFAULT_COUNT = 1_000
 #: rows of the archive turned into Python entries at a time: a reader's first entry costs this many, not a row group
 ENTRY_BATCH = 2_048
 _LAST = StreamId(2**64 - 1, 2**64 - 1)
+#: the columns of :func:`read_log`: the stream's key, then an entry's
+LOG_SCHEMA = pa.schema([STREAM_FIELD, *FILE_SCHEMA])
 T = TypeVar("T")
 
 
@@ -117,6 +121,36 @@ def read_arrow(conn: Any, stream: Stream, archive: Archive, start: str | datetim
         return entries_table([chunk_arrays(chunk)], key).combine_chunks().to_batches()[0]
 
     return _merge(raw_reader(conn), stream, key, archive, low, high, count, archived, live)
+
+
+def read_log(conn: Any, archive: Archive, streams: Iterable[Stream] | None = None,
+             start: str | datetime | StreamId | None = None, end: str | datetime | StreamId | None = None, *,
+             count: int = DEFAULT_COUNT) -> pa.RecordBatchReader:
+    """The merge-read of each of ``streams`` (default: every stream the archive holds, in key order) as one
+    stream of Arrow record batches of :data:`LOG_SCHEMA`: stream after stream, each in id order, each id once,
+    no gap between the tiers (INV-MERGE), bounded by ``start``/``end`` as :func:`read` is.
+
+    Nothing is read until the first batch is asked for, and memory stays at a batch: ``.read_all()`` makes one
+    Arrow table of it, ``for batch in …`` a year of history in bounded memory. An Arrow stream is read once.
+
+    Raises:
+        InvalidStreamName, InvalidStreamId, InvalidInput: at the call, before any I/O.
+        the errors of :func:`read` while iterating.
+
+    Example:
+        >>> read_log(conn, archive, [StreamRef("shop", "orders")], since).read_all().group_by("stream").aggregate(...)
+    """
+    chosen = [RawKey(key_of(stream)) for stream in streams] if streams is not None else None
+    _bounds(start, end, count)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for stream in chosen if chosen is not None else [RawKey(key) for key in archive.streams()]:
+            key = pa.scalar(stream.key, pa.string())
+            for batch in read_arrow(conn, stream, archive, start, end, count=count):
+                yield pa.RecordBatch.from_arrays([pa.repeat(key, batch.num_rows), *batch.columns],
+                                                 schema=LOG_SCHEMA)
+
+    return pa.RecordBatchReader.from_batches(LOG_SCHEMA, batches())
 
 
 def _as_is(chunk: list[Any]) -> list[Any]:

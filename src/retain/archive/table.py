@@ -22,7 +22,10 @@ which) and keeps one snapshot of it, shared by the threads that use it:
 A format-1 archive (manifests and segments, :mod:`~retain.archive.legacy`) is
 read through the same methods, and refused for writing
 (:class:`~retain.errors.ArchiveNeedsMigration`) until ``retain archive
-migrate`` makes it a table.
+migrate`` makes it a table. A format-2 table (partitioned by the stream's key,
+:mod:`~retain.archive.layout`) is read and written as it is until ``retain
+archive migrate`` rewrites it as format 3; the format is the snapshot's, so a
+process sees the change at its next refresh.
 
 Example:
     >>> archive = Archive("s3://retain/archive", endpoint="http://127.0.0.1:8333",
@@ -39,7 +42,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -49,15 +52,19 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
 
 from retain.archive._boundary import translate_errors
-from retain.archive.columns import TABLE_SCHEMA
+from retain.archive.columns import TABLE_SCHEMA, TABLE_SCHEMA_2
 from retain.archive.files import ROW_GROUP_ROWS, EncodedFile, open_parquet, read_tables, scan_batches
 from retain.archive.layout import (
-    PARTITION,
+    DIGEST,
+    FORMAT,
+    STREAM,
     commit_path,
     expired_txn,
     ordinal_txn,
     file_name,
     file_range,
+    partition_column,
+    partition_values,
     rewrite_txn,
     watermark_txns,
 )
@@ -65,7 +72,8 @@ from retain.archive.legacy import segments as legacy_segments
 from retain.archive.legacy.store import LegacyStore
 from retain.archive.log_check import diagnose
 from retain.archive.location import Location
-from retain.errors import ArchiveConflict, ArchiveCorrupt, ArchiveError, ArchiveFenced, ArchiveObjectMissing
+from retain.errors import (ArchiveConflict, ArchiveCorrupt, ArchiveError, ArchiveFenced, ArchiveObjectMissing,
+                           InvalidInput)
 from retain.ids import StreamId
 from retain.streams.keys import Stream, key_of
 
@@ -112,8 +120,8 @@ class ArchivedFile:
     last: StreamId
     count: int
     size: int
-    #: 2 for the table's files, 1 for a format-1 segment
-    format: int = 2
+    #: 3 for the table's files (2: of a format-2 table, without the ``stream`` column), 1 for a format-1 segment
+    format: int = FORMAT
     #: Delta's statistics of a file this process wrote, for its Add action (JSON)
     stats: str = field(default="", repr=False, compare=False)
 
@@ -240,7 +248,8 @@ class Archive:
 
     @property
     def format(self) -> int:
-        """2 for the table, 1 for an archive of manifests and segments (read-only until migrated)."""
+        """3 for the table, 2 for a table partitioned by key (read and written as it is until migrated), 1 for
+        an archive of manifests and segments (read-only until migrated)."""
         self._detect()
         assert self._format is not None
         return self._format
@@ -252,13 +261,12 @@ class Archive:
             if self._format is not None:
                 return
             if self._try_open():
-                self._format = 2
-                return
+                return  # the table says its format (_settle)
             legacy = LegacyStore(self.location)
             if legacy.streams():
                 self._legacy, self._format = legacy, 1
             else:
-                self._format = 2
+                self._format = FORMAT
 
     def _try_open(self) -> bool:
         """Open the table if there is one; False if there is none (yet)."""
@@ -294,6 +302,7 @@ class Archive:
         version = self._table.version()
         if version != self._version:
             self._version, self._watermarks, self._txns, self._index = version, {}, {}, None
+            self._format = 3 if DIGEST in self._table.metadata().partition_columns else 2
             retention = _interval(self.properties().get("delta.logRetentionDuration", ""))
             if retention is not None:
                 self._trusted_for = retention.total_seconds() / 2
@@ -328,6 +337,18 @@ class Archive:
             return
         with self._lock, translate_errors(f"reading the table {self.location.table_uri!r}"):
             self._refresh()
+
+    def metadata(self) -> Any:
+        """The snapshot's Delta metadata (id, name, description, partition columns, created time, properties).
+
+        Raises:
+            ArchiveError: there is no table yet.
+        """
+        self._detect()
+        table = self._table
+        if table is None:
+            raise ArchiveError(f"there is no table at {self.location.table_uri!r} yet")
+        return table.metadata()
 
     def properties(self) -> dict[str, str]:
         """The table's properties (``delta.logRetentionDuration``, ...); none before the table exists."""
@@ -451,13 +472,17 @@ class Archive:
             return {}
         by_stream: dict[str, list[ArchivedFile]] = {}
         counts = actions.column("num_records").to_pylist()
+        table_format = self._format or FORMAT
+        # A format-3 file's key is its ``stream`` column, whose min and max the log keeps (one value per file).
+        keys = actions.column(f"min.{STREAM}" if table_format >= 3 else f"partition.{STREAM}").to_pylist()
         for path, size, count, key in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(),
-                                          counts, actions.column(f"partition.{PARTITION}").to_pylist()):
+                                          counts, keys):
             found = file_range(path)
             if found is None or key is None:
                 raise ArchiveCorrupt(f"the table lists {path!r}, a file retain did not write (its name does not "
-                                     "say its id range)")
-            by_stream.setdefault(key, []).append(ArchivedFile(path, found[0], found[1], int(count or 0), int(size)))
+                                     "say its id range, or the log does not say its stream)")
+            by_stream.setdefault(key, []).append(ArchivedFile(path, found[0], found[1], int(count or 0), int(size),
+                                                              table_format))
         return {key: tuple(sorted(files, key=lambda file: file.first)) for key, files in by_stream.items()}
 
     def streams(self) -> list[str]:
@@ -470,18 +495,40 @@ class Archive:
                 self._index = self._read_index()
             return sorted(self._index)
 
-    def dataset(self) -> Any:
-        """The whole table as a pyarrow dataset (every stream; the ``stream`` column from the log), for SQL engines.
+    def dataset(self, as_of: int | datetime | None = None) -> Any:
+        """The whole table as a pyarrow dataset (every stream), for SQL engines; ``as_of`` a version, or an
+        aware datetime: the table as it was then (Delta's time travel, as long as the log keeps that version
+        and the vacuum has not removed its files).
 
         Raises:
             ArchiveNeedsMigration: a format-1 archive has no table to query.
+            InvalidInput: ``as_of`` is not a version >= 0 or an aware datetime, or the table has no such version
+                (before its first commit, after its last, or cleaned from the log).
         """
+        if as_of is not None:
+            _check_as_of(as_of)
         self.check_writable()
+        if as_of is not None:
+            return self._dataset_as_of(as_of)
         self._current()
         with self._lock, translate_errors(f"reading the table {self.location.table_uri!r}"):
             if self._table is None:
                 return pa_dataset.dataset(TABLE_SCHEMA.empty_table())
+            # delta-rs's dataset: each column from the files, the partition column from the log
             return self._table.to_pyarrow_dataset()
+
+    def _dataset_as_of(self, as_of: int | datetime) -> Any:
+        latest = self.version
+        if isinstance(as_of, int) and as_of > latest:
+            raise InvalidInput(f"the table has no version {as_of}: its latest is {latest}")
+        try:
+            with translate_errors(f"reading the table {self.location.table_uri!r} as of {as_of}"):
+                table = DeltaTable(self.location.table_uri, storage_options=self.location.storage_options)
+                table.load_as_version(as_of)
+                return table.to_pyarrow_dataset()
+        except ArchiveError as error:
+            raise InvalidInput(f"the table cannot be read as of {as_of}: {error} (a time before its first "
+                               "commit, or a version its log no longer keeps)") from error
 
     def open_file(self, file: ArchivedFile) -> pq.ParquetFile:
         """A stored file, opened for reading: its pages' checksums are verified as they are read."""
@@ -510,7 +557,7 @@ class Archive:
         """
         parquet = self.open_file(file)
         try:
-            if file.format == 2 and self.location.local_root is not None:
+            if file.format >= 2 and self.location.local_root is not None:
                 yield from scan_batches(parquet, str(self.location.local_root / file.path), file.path, low, high)
             else:
                 for table in self._tables(stream, file, parquet, low, high):
@@ -543,7 +590,7 @@ class Archive:
         target.__dict__.update(self.__dict__)
         target._lock = threading.RLock()
         target.reload()
-        target._format = 2
+        target._format = FORMAT  # until a table there says its own
         return target
 
     def legacy(self) -> LegacyStore:
@@ -564,9 +611,10 @@ class Archive:
         """Store a data file of ``stream``, create-only under a fresh name; it counts once a commit lists it."""
         key = key_of(stream)
         self.check_writable()
-        path = file_name(key, encoded.first, encoded.last, uuid.uuid4().hex[:12])
+        path = file_name(key, encoded.first, encoded.last, uuid.uuid4().hex[:12], encoded.format)
         self.location.put_new(path, encoded.data, f"writing data file {path!r} of {key!r}")
-        return ArchivedFile(path, encoded.first, encoded.last, encoded.count, len(encoded.data), stats=encoded.stats)
+        return ArchivedFile(path, encoded.first, encoded.last, encoded.count, len(encoded.data), encoded.format,
+                            encoded.stats)
 
     def commit(self, changes: Sequence[Change], *, operation: str = "fold") -> int:
         """Commit ``changes`` to the table as one Delta commit; return the table's version after it.
@@ -591,8 +639,10 @@ class Archive:
         with self._lock:
             self._ensure_table()
             self._check_fences(changes)
+            table_format = self.format
             for change in changes:
                 self._check_fence(change)
+                _check_layout(change, table_format)
                 actions += _actions(change, now)
                 txns += _transactions(change)
             txns += _fence_transactions(changes)
@@ -602,7 +652,8 @@ class Archive:
             try:
                 with translate_errors(f"committing {operation} of {', '.join(sorted({c.stream for c in changes}))}"):
                     table.create_write_transaction(
-                        actions, "append", TABLE_SCHEMA, partition_by=[PARTITION],
+                        actions, "append", TABLE_SCHEMA if table_format >= 3 else TABLE_SCHEMA_2,
+                        partition_by=[partition_column(table_format)],
                         commit_properties=CommitProperties(app_transactions=txns,
                                                            custom_metadata={"retain.operation": operation}),
                         post_commithook_properties=_HOOKS)
@@ -650,7 +701,7 @@ class Archive:
             return
         try:
             with translate_errors(f"creating the table {self.location.table_uri!r}"):
-                DeltaTable.create(self.location.table_uri, TABLE_SCHEMA, mode="ignore", partition_by=[PARTITION],
+                DeltaTable.create(self.location.table_uri, TABLE_SCHEMA, mode="ignore", partition_by=[DIGEST],
                                   name="retain archive", configuration=TABLE_PROPERTIES,
                                   storage_options=self.location.storage_options)
         except ArchiveError:
@@ -726,15 +777,34 @@ class Archive:
         return len(listed), sum(int(item["size"]) for item in listed)
 
 
+def _check_as_of(as_of: object) -> None:
+    if isinstance(as_of, datetime):
+        if as_of.tzinfo is None:
+            raise InvalidInput(f"as_of must be an aware datetime (got {as_of!r})")
+    elif isinstance(as_of, bool) or not isinstance(as_of, int) or as_of < 0:
+        raise InvalidInput(f"as_of must be a table version >= 0 or an aware datetime (got {as_of!r})")
+
+
+def _check_layout(change: Change, table_format: int) -> None:
+    """Refuse files written for another format than the table's: ``retain archive migrate`` rewrote the table
+    while they were written (the caller writes them again)."""
+    added = change.files if isinstance(change, Advance) else change.added
+    for file in added:
+        if file.format != table_format:
+            raise ArchiveConflict(f"the table of {change.stream!r} is now format {table_format}, and {file.path} "
+                                  f"was written for format {file.format}: it was migrated meanwhile")
+
+
 def _actions(change: Change, now: int) -> list[AddAction | RemoveAction]:
-    partition: dict[str, str | None] = {PARTITION: change.stream}
     if isinstance(change, Advance):
-        return [AddAction(file.path, file.size, partition, now, True, file.stats) for file in change.files]
+        return [AddAction(file.path, file.size, partition_values(change.stream, file.format), now, True, file.stats)
+                for file in change.files]
     data_change = change.expired_before is not None
-    removed: list[AddAction | RemoveAction] = [RemoveAction(file.path, data_change, now, file.size, partition)
-                                               for file in change.removed]
-    return removed + [AddAction(file.path, file.size, partition, now, data_change, file.stats)
-                      for file in change.added]
+    removed: list[AddAction | RemoveAction] = [
+        RemoveAction(file.path, data_change, now, file.size, partition_values(change.stream, file.format))
+        for file in change.removed]
+    return removed + [AddAction(file.path, file.size, partition_values(change.stream, file.format), now,
+                                data_change, file.stats) for file in change.added]
 
 
 def _transactions(change: Change) -> list[Transaction]:

@@ -114,7 +114,7 @@ def _verify_stream(archive: Archive, key: str, report: VerifyReport,
             report.damage.append(Damage(file.path, str(error)))
             continue
         report.rows += rows.num_rows
-        problem = _rows_problem(file, rows)
+        problem = _rows_problem(key, file, rows)
         if problem is not None:
             report.damage.append(Damage(file.path, problem))
         if state.watermark is not None and file.last > state.watermark:
@@ -128,23 +128,28 @@ def _verify_stream(archive: Archive, key: str, report: VerifyReport,
 
 
 def _read_whole(archive: Archive, file: ArchivedFile) -> pa.Table:
-    """Every row's id of ``file``, having read (and so checksummed) every page of every column."""
+    """Every row's id (and a format-3 file's key) of ``file``, having read (and so checksummed) every page of
+    every column."""
     parquet = archive.open_file(file)
     try:
         with reading_file(file.path):
             whole = parquet.read()
+            if file.format >= 3:
+                return whole.select(["stream", "ms", "seq"])
             return whole.select(["ms", "seq"]) if file.format == 2 else whole
     finally:
         parquet.close(force=True)
 
 
-def _rows_problem(file: ArchivedFile, rows: pa.Table) -> str | None:
-    if file.format != 2:
+def _rows_problem(key: str, file: ArchivedFile, rows: pa.Table) -> str | None:
+    if file.format < 2:
         return None
     if rows.num_rows != file.count:
         return f"holds {rows.num_rows} rows, the table's log says {file.count}"
     if not rows.num_rows:
         return "holds no rows"
+    if file.format >= 3 and pc.any(pc.not_equal(rows.column("stream"), pa.scalar(key))).as_py():
+        return f"holds rows whose stream is not {key!r}"
     ms, seq = rows.column("ms"), rows.column("seq")
     first = StreamId(ms[0].as_py(), seq[0].as_py())
     last = StreamId(ms[-1].as_py(), seq[-1].as_py())

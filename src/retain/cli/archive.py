@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from contextlib import ExitStack
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -235,7 +236,8 @@ def ls_command(queue: str | None, name: str | None, raw_key: str | None, prefix:
         return
     store = _open(archive_url, s3_endpoint, s3_region)
     console = Console()
-    kind = "table" if store.format == 2 else "format 1, read-only until `retain archive migrate`"
+    kind = {1: "format 1, read-only until `retain archive migrate`",
+            2: "table, format 2: `retain archive migrate` makes its folders path-safe"}.get(store.format, "table")
     if queue is None and name is None and raw_key is None:
         table = Table(title=f"archive {store.url} ({kind}, version {store.version})")
         for column in ("stream", "W", "files", "entries", "bytes", "expired before"):
@@ -245,7 +247,7 @@ def ls_command(queue: str | None, name: str | None, raw_key: str | None, prefix:
             state = store.state(RawKey(key))
             table.add_row(key, str(state.watermark or "none"), str(len(state.files)), str(state.entries),
                           str(state.size), _expired(state.expired_before))
-        if store.format == 2:
+        if store.format >= 2:
             objects, size = store.log_size()
             table.caption = f"log: {objects} objects, {size} bytes"
         console.print(table)
@@ -277,20 +279,28 @@ def _expired(expired_before: int | None) -> str:
 @click.option("--key", "raw_key", help="Address a stream by its literal key instead of QUEUE NAME.")
 @click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="Key prefix of the layout.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines, one a row, instead of a table.")
+@click.option("--as-of", "as_of", metavar="VERSION|TIME",
+              help="Read the archive as it was at a table version, or an RFC 3339 time (not the log view).")
 @_archive_options
-def query_command(words: tuple[str, ...], raw_key: str | None, prefix: str, as_json: bool, archive_url: str,
-                  s3_endpoint: str | None, s3_region: str | None) -> None:
+@redis_url_option
+def query_command(words: tuple[str, ...], raw_key: str | None, prefix: str, as_json: bool, as_of: str | None,
+                  archive_url: str, s3_endpoint: str | None, s3_region: str | None, target: RedisTarget) -> None:
     """Run SQL over the archive with DuckDB and print the rows.
 
-    The view ``entries`` is the stream's archived rows (columns id, ms, seq,
-    ts, fields, fields_binary); ``archive`` is every stream's, with a stream
-    column. Only archived rows are there, not the live tail. Needs DuckDB
-    (pip install 'retain[duckdb]').
+    Views, each with the columns stream, id, ms, seq, ts, fields and
+    fields_binary: ``archive``, every stream's archived rows; ``entries``, the
+    stream's archived rows (no stream column); ``log``, the whole log: per
+    stream (the one named, else every archived one) the archived rows and the
+    live tail after W, read from Redis (--url) at query time, each id once, in
+    order. Redis is asked only by a query that names ``log``. Needs DuckDB (pip
+    install 'retain[duckdb]').
 
     \b
     Example:
         retain archive query codemojex activity "SELECT fields['player'] AS player, count(*) FROM entries GROUP BY 1"
         retain archive query "SELECT stream, count(*), max(ts) FROM archive GROUP BY 1" --json
+        retain archive query shop orders "SELECT count(*) FROM log WHERE ts >= TIMESTAMPTZ '2026-09-12 00:00:00Z'"
+        retain archive query "SELECT count(*) FROM archive" --as-of 2026-09-12T00:00:00Z
     """
     from retain.archive import query
 
@@ -300,8 +310,11 @@ def query_command(words: tuple[str, ...], raw_key: str | None, prefix: str, as_j
         stream = RawKey(raw_key) if raw_key else None
     else:
         raise click.UsageError('give QUEUE NAME "SQL", --key KEY "SQL", or "SQL" alone (the archive view)')
+    version_or_time = _as_of(as_of)
     store = _open(archive_url, s3_endpoint, s3_region)
-    result = query(store, words[-1], stream=stream)
+    with ExitStack() as stack:
+        conn = stack.enter_context(connect(target)) if _names_log(words[-1]) else None
+        result = query(store, words[-1], stream=stream, conn=conn, as_of=version_or_time)
     rows = result.to_pylist()
     if as_json:
         for row in rows:
@@ -313,6 +326,23 @@ def query_command(words: tuple[str, ...], raw_key: str | None, prefix: str, as_j
     for row in rows:
         table.add_row(*(_shown(value) for value in row.values()))
     Console().print(table)
+
+
+def _as_of(value: str | None) -> int | datetime | None:
+    """--as-of: a table version, or an RFC 3339 time."""
+    if value is None or not value.isdigit():
+        return parse_instant(value, "--as-of") if value is not None else None
+    return int(value)
+
+
+def _names_log(sql: str) -> bool:
+    """Whether ``sql`` reads the log view (so Redis is connected to only then)."""
+    try:
+        import duckdb
+
+        return "log" in {name.lower() for name in duckdb.get_table_names(sql)}
+    except Exception:  # no DuckDB, or SQL it cannot parse: the query itself says so
+        return False
 
 
 def _json_value(value: Any) -> Any:
@@ -400,18 +430,30 @@ def _duration(value: str, param_hint: str) -> timedelta:
               help="Most entries in one data file of the table.")
 @_archive_options
 def migrate_command(file_entries: int, archive_url: str, s3_endpoint: str | None, s3_region: str | None) -> None:
-    """Turn a format-1 archive (manifests and segments) into the table, checking every id once.
+    """Bring an archive to the current format (3), checking every id once.
 
-    One commit moves every stream, or none. Stop the daemons that fold into
-    the archive first. Running it again changes nothing.
+    A format-1 archive (manifests and segments) becomes the table: one
+    commit moves every stream, or none; stop the daemons that fold into it
+    first. A format-2 table (folders named by the escaped stream key, which
+    Polars and DuckDB's hive reading show as the stream's name) is rewritten
+    in place: every file again with the key in it, under a path-safe folder,
+    in one commit; the daemons may keep folding meanwhile, readers of the old
+    files keep them until the next vacuum. Running it again changes nothing.
 
     \b
     Example:
         retain archive migrate --archive /var/lib/retain/archive
     """
     from retain.archive import migrate
+    from retain.archive.relayout import relayout
 
     store = _open(archive_url, s3_endpoint, s3_region)
+    if store.format == 2:
+        rewritten = relayout(store)
+        click.echo(f"rewrote {rewritten.files} files ({rewritten.entries} entries) of {rewritten.streams} streams "
+                   f"as format 3 in one commit (table version {rewritten.version}), every id checked once, in "
+                   f"{rewritten.elapsed:.1f} s; the format-2 files go with the next vacuum")
+        return
     report = migrate(store, file_entries=file_entries)
     for stream in report.streams:
         done = "already in the table" if stream.skipped else f"{stream.files} files"
