@@ -195,6 +195,17 @@ class _Reads:
         return Selected(Selection(expired, sum(part.unreadable for part in parts)),
                         min(limit, sum(part.records for part in parts)), any(part.beneath for part in parts))
 
+    @_translated
+    def reselect_items(self, scope: int, container: str, at: int, test: ItemTest, cutoff: datetime | None,
+                       names: Sequence[str]) -> tuple[tuple[str, str], ...] | None:
+        reselecting = _reselecting(test, scope)
+        if reselecting is None:
+            return None
+        statement, params = reselecting
+        rows = self._db.execute(statement, {**params, **cutoff_params(cutoff), "at": at, "prefix": container + SEP,
+                                            "names": json.dumps(list(names))}).fetchall()
+        return tuple((name, str(mark)) for name, mark in rows)
+
     def _ranges(self, scope: int, container: str) -> list[tuple[str, str]]:
         """The container's records cut into key ranges ``(after, end)`` of about as many records each: one
         per core up to :data:`_RANGES`, none under :data:`_RANGE` records. One range where no worker can
@@ -261,6 +272,25 @@ def _selecting(test: ItemTest, scope: int, container: str, at: int,
         "AND n.rev <= :at GROUP BY n.key HAVING n.kind <> 0 ORDER BY n.key LIMIT :page) LIMIT -1)")
     return statement, {**stamp.params, **compiled.params, **cutoff_params(cutoff), "at": at,
                        "cut": len(container) + 2}
+
+
+def _reselecting(test: ItemTest, scope: int) -> tuple[str, dict[str, Any]] | None:
+    """The statement that reads the named items (``:names``, a JSON list) of the container ``:prefix`` names again:
+    of each, the view's newest version at ``:at``, classified as the selection classifies it; rows of (name, mark)
+    for those that still expire, in the order named. A batch is at most a few hundred items: one look-up each."""
+    compiled = compile_test(test, scope, "item_key", "item_value")
+    if compiled is None:
+        return None
+    newest = (f"(SELECT {{}} FROM nodes WHERE {_scopes(scope)} AND key = item_key AND rev <= :at "
+              "ORDER BY scope DESC, rev DESC LIMIT 1)")
+    version = newest.format(f"CASE WHEN scope = 0 THEN rev ELSE rev + {_SCOPED} END")
+    mark = "version" if compiled.flat else "s"
+    statement = (
+        f"SELECT name, {mark} FROM (SELECT name, item_key, item_value, version, {compiled.stamp} AS s FROM ("
+        f"SELECT name, item_key, {newest.format('value')} AS item_value, {version} AS version FROM ("
+        "SELECT b.value AS name, :prefix || b.value AS item_key, b.key AS position FROM json_each(:names) AS b "
+        f"LIMIT -1) ORDER BY position LIMIT -1) LIMIT -1) WHERE {compiled.classify('s')} = 'x'")
+    return statement, compiled.params
 
 
 def _why_unopenable(path: str) -> str:

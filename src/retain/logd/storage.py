@@ -144,6 +144,13 @@ class Reads(Protocol):
         up to ``limit``: at ``limit`` the read stopped there and the selection is not to be used. None when
         this backend cannot say ``test`` in its query language: the caller selects in Python."""
 
+    def reselect_items(self, scope: int, container: str, at: int, test: ItemTest, cutoff: datetime | None,
+                       names: Sequence[str]) -> tuple[tuple[str, str], ...] | None:
+        """:meth:`select_items` over the items ``names`` of ``container`` only, at ``at``: those ``test`` still
+        expires, in the order named, each with the mark :meth:`Backend.delete_items` takes back (a name no longer
+        there, or no longer expired, is left out). A retain pass reads a failed batch's items again with it.
+        None when this backend cannot say ``test`` in its query language, or cannot read the items now."""
+
 
 class Backend(Reads, Protocol):
     """Rows, commits, scopes and history bookkeeping; no tree logic lives behind it."""
