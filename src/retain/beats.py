@@ -8,7 +8,8 @@ the cadence: it is logged and counts as troubled. After a troubled beat the
 wait doubles, up to ``max_backoff``; the first healthy beat resets it
 (:func:`beat_delay`). The work says whether a beat was troubled by returning
 True (a lost connection: retrying at full speed would only hammer a server
-that is down).
+that is down). Work that left something to finish soon asks for the next beat
+sooner (:meth:`Cadence.sooner`): once, and never in trouble.
 
 - :class:`Beat` runs the work on a daemon thread (``start``/``stop``), or in the
   caller's thread (``run``) until ``stop``;
@@ -55,12 +56,21 @@ class Cadence:
         #: seconds from one beat's start to the next, as the runner now waits: ``tick``, or longer in trouble
         self.delay = tick
         self._troubled = 0
+        self._sooner: float | None = None
+
+    def sooner(self, seconds: float) -> None:
+        """Start the next beat at most ``seconds`` after the one in progress started: for this once, and not when
+        the beat in progress turns out troubled (a backoff is never cut short)."""
+        self._sooner = seconds if self._sooner is None else min(self._sooner, seconds)
 
     def after(self, troubled: bool) -> float:
         """Count one beat and return the delay from its start to the next one's."""
         self.beats += 1
         self._troubled = self._troubled + 1 if troubled else 0
         self.delay = beat_delay(self.tick, self._troubled, self.max_backoff)
+        sooner, self._sooner = self._sooner, None
+        if sooner is not None and not troubled:
+            self.delay = min(self.delay, sooner)
         return self.delay
 
 
