@@ -300,6 +300,23 @@ class TestPrecondition:
         assert list(ops.list("jobs.*").items) == ["j1"]
         assert 60 - len(list(stamps)) == tries(2)  # one write per try: tries(2) tries for j1
 
+    def test_a_sparse_batch_is_guarded_item_by_item(self, store):
+        """Two expired items with a hundred kept ones between them, one batch: its span is too long to read whole,
+        so each guard is looked up -- a racing write to one still fails the batch, and the other goes."""
+        ops = store.session()
+        ops.patch([{"set": "jobs", "value": {f"j{i:03d}": {"status": "done" if i in (0, 99) else "running",
+                                                          "updatedAt": ago(days=2)} for i in range(100)}}])
+        writer = store.session(author="racer")
+        raced: list[int] = []
+
+        def race(index, paths):
+            if len(paths) == 2:
+                raced.append(writer.patch([{"set": "jobs.j099.updatedAt", "value": "2026-09-12T07:59:00Z"}]).commit)
+
+        result = run_retain(ops, request(JOBS_RULE, batch=2), before_batch=race)
+        assert result.rules[0].to_document() == {"path": "jobs.*", "deleted": 1, "retried": 1} and len(raced) == 1
+        assert "j000" not in ops.list("jobs.*").items and "j099" in ops.list("jobs.*").items
+
     def test_an_unrelated_write_does_not(self, store):
         """A write to an item outside the batch leaves the batch's precondition holding."""
         ops = self.scene(store)

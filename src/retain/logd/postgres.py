@@ -658,8 +658,9 @@ class PostgresBackend(_Reads):
 
     @_translated
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
-                     at: int, rev: int, *, beneath: bool = True) -> int:
-        # ``beneath`` is not needed: one index range per item reads the item and what lies beneath it at once.
+                     at: int, rev: int, *, since: int | None = None, beneath: bool = True) -> int:
+        # ``since`` and ``beneath`` are not needed: one index range per item reads the item and what lies beneath it
+        # at once, in the statement that checks its guard.
         if _flat_fields(test) is None:
             raise StorageError(f"delete_items: this backend cannot say {test} in SQL; select_items answered None")
         prefix = container + SEP

@@ -177,8 +177,6 @@ def _steps(session: Session, request: RetainRequest, before_batch: BeforeBatch |
         try:
             read: _Read = yield Step(partial(_read, session, rule, now), writes=not store.backend.reads_apart)
             expired = read.selection.expired
-            # The commit at which nothing lies beneath the container's items, while only this pass commits.
-            tally.clear_at = None if read.beneath else read.at
             hook = None if before_batch is None else partial(before_batch, index)
             for start in range(0, len(expired), request.batch):
                 yield from _settle(session, read, expired[start:start + request.batch], request.author, tally, hook)
@@ -206,48 +204,46 @@ def tries(batch: int) -> int:
 @dataclass(slots=True)
 class _Tally:
     """One rule's deletes so far: ``(commit, items)`` of each committed, the items skipped, the names of those tried
-    again, and the commit at which nothing lay beneath the container's items (None: look beneath)."""
+    again."""
 
     committed: list[tuple[int, int]] = field(default_factory=list)
     skipped: int = 0
     retried: set[str] = field(default_factory=set)
-    clear_at: int | None = None
 
 
 def _settle(session: Session, read: _Read, batch: tuple[tuple[str, str], ...], author: str | None, tally: _Tally,
             before: Callable[[tuple[Path, ...]], None] | None) -> Generator[Step, Any, None]:
     """Delete one batch: as one commit under its guard; where the guard fails, read its items again afresh and try
     those the rule still takes in two halves, each under a guard on that read, down to one item, at most
-    :func:`tries` times in all. The work is a stack with the first half on top, so items go in container order."""
+    :func:`tries` times in all. The work is a stack with the first half on top, so items go in container order.
+    Each part goes with the commit its marks were read at, and whether records may have lain beneath its items then
+    (the read again does not count them)."""
     store = session.store
-    pending = [(batch, tries(len(batch)))]
+    pending = [(batch, tries(len(batch)), read.at, read.beneath)]
     while pending:
-        items, left = pending.pop()
+        items, left, since, beneath = pending.pop()
         if before is not None:
             before(tuple(read.rule.item(name) for name, _ in items))
-        written: Written | None = yield Step(partial(read.delete, session, items, author, tally.clear_at),
+        written: Written | None = yield Step(partial(read.delete, session, items, author, since, beneath),
                                              writes=True)
         if written is not None:
             tally.committed.append((written.commit, len(items)))
-            # Right after ``clear_at`` this batch added tombstones only; after another's commit, who knows.
-            at = tally.clear_at
-            tally.clear_at = written.commit if at is not None and written.commit == at + 1 else None
             continue
-        tally.clear_at = None  # another client wrote since the read: what lies beneath the items is unknown
         if left == 1:
             tally.skipped += len(items)  # every try lost: asking again reads the items afresh
             continue
         names = tuple(name for name, _ in items)
-        fresh: tuple[tuple[str, str], ...] | None = yield Step(partial(read.again, session, names),
-                                                               writes=not store.backend.reads_apart)
-        if fresh is None:
+        again: tuple[int, tuple[tuple[str, str], ...]] | None = yield Step(
+            partial(read.again, session, names), writes=not store.backend.reads_apart)
+        if again is None:
             tally.skipped += len(items)  # they cannot be judged now (Reads.reselect_items)
             continue
+        at, fresh = again
         tally.retried.update(name for name, _ in fresh)
         half = (len(fresh) + 1) // 2
         for part in (fresh[half:], fresh[:half]):
             if part:
-                pending.append((part, left - 1))
+                pending.append((part, left - 1, at, True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,25 +259,27 @@ class _Read:
     in_sql: bool
     beneath: bool = True
 
-    def again(self, session: Session, names: tuple[str, ...]) -> tuple[tuple[str, str], ...] | None:
+    def again(self, session: Session, names: tuple[str, ...]) -> tuple[int, tuple[tuple[str, str], ...]] | None:
         """Read the named items afresh, on a snapshot at the head, and select among them as the read did (the same
-        ``now``, the same rule): those the rule still takes, in the order named, each with what its guard is to
-        assert now. None when they cannot be judged now (the backend could not read them in its SQL)."""
+        ``now``, the same rule): the commit read at, and those the rule still takes, in the order named, each with
+        what its guard is to assert now. None when they cannot be judged now (the backend could not read them in
+        its SQL)."""
         store, rule = session.store, self.rule
         with store.backend.reading() as reader:
             view = View(reader, reader.head()[0], session.scope_id)
-            if self.in_sql:
-                return reader.reselect_items(view.scope, record_key(rule.container), view.at, rule.test,
-                                             cutoff(self.now, rule.after), names)
-            return select(_named_items(view, rule, store.schema, names), rule, self.now).expired
+            if not self.in_sql:
+                return view.at, select(_named_items(view, rule, store.schema, names), rule, self.now).expired
+            fresh = reader.reselect_items(view.scope, record_key(rule.container), view.at, rule.test,
+                                          cutoff(self.now, rule.after), names)
+            return None if fresh is None else (view.at, fresh)
 
-    def delete(self, session: Session, batch: tuple[tuple[str, str], ...], author: str | None,
-               clear_at: int | None = None) -> Written | None:
-        """One batch as one commit under its guard; None (nothing written) when the guard failed. ``clear_at``:
-        a commit at which no record lay beneath the container's items."""
+    def delete(self, session: Session, batch: tuple[tuple[str, str], ...], author: str | None, since: int,
+               beneath: bool = True) -> Written | None:
+        """One batch as one commit under its guard; None (nothing written) when the guard failed. ``since``: the
+        commit its marks were read at; ``beneath`` False: no record lay beneath its items then."""
         if self.in_sql:
             return session.store._delete_items(session, self.rule.container, batch, self.rule.test, author=author,
-                                               clear_at=clear_at)
+                                               since=since, beneath=beneath)
         paths = [self.rule.item(name) for name, _ in batch]
         precondition = {path: item_pattern(self.rule, stamp) for path, (_, stamp) in zip(paths, batch)}
         try:

@@ -190,13 +190,15 @@ class Backend(Reads, Protocol):
         ``parents`` in ``scope``, and :meth:`absent` of ``keys``."""
 
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
-                     at: int, rev: int, *, beneath: bool = True) -> int:
+                     at: int, rev: int, *, since: int | None = None, beneath: bool = True) -> int:
         """Inside a transaction: tombstone (at ``rev``) every visible record of each item ``(name, mark)`` of
         ``container`` whose guard (:class:`ItemTest`, against what the mark says was read) holds at ``at``, in
         ``scope``'s view, writing in ``scope``. Returns how many items' guards held: fewer than ``len(items)``
-        means the caller must roll the transaction back. Only for items :meth:`select_items` selected.
-        ``beneath`` False: the caller knows that no record lies beneath the items at ``at``; a backend may
-        then leave out looking for them."""
+        means the caller must roll the transaction back. Only for items :meth:`select_items` (or
+        :meth:`reselect_items`) selected, in key order. ``since``: the commit the marks were read at -- a backend
+        may look first whether anything in the items' key span changed since (nothing did: every guard holds).
+        ``beneath`` False: no record lay beneath the items at ``since``; a backend that finds nothing changed
+        since may then leave out looking for them."""
 
     def commits(self, first: int, scopes: Sequence[int]) -> Iterator[CommitRecord]:
         """Commits numbered ``first`` and later, in order, from the given scopes."""
