@@ -476,24 +476,27 @@ class SqliteBackend(_Reads):
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
                      at: int, rev: int, *, since: int | None = None, beneath: bool = True) -> int:
         prefix = container + SEP
-        params = {"batch": json.dumps(dict(items)), "prefix": prefix, "at": at, "rev": rev, "scope": scope}
+        # The names as a JSON list, joined: a name is a key, which needs no escaping (json.dumps of a batch cost
+        # about a tenth of its statement).
+        params = {"names": '["' + '","'.join(name for name, _ in items) + '"]', "prefix": prefix, "at": at,
+                  "rev": rev, "scope": scope}
         if since is not None and items and self._unchanged(scope, prefix + items[0][0], prefix + items[-1][0],
                                                            since, len(items)):
             # Nothing in the items' span moved since their marks were read: every guard holds as it held then.
             held: int = self._db.execute("INSERT INTO nodes (scope, key, rev, kind, value) SELECT :scope, "
-                                         ":prefix || b.key, :rev, 0, NULL FROM json_each(:batch) AS b",
+                                         ":prefix || b.value, :rev, 0, NULL FROM json_each(:names) AS b",
                                          params).rowcount
         else:
             guarded, test_params = self._guarded(test, scope)
-            held = self._db.execute(guarded, {**test_params, **params}).rowcount
+            held = self._db.execute(guarded, {**test_params, **params, "batch": json.dumps(dict(items))}).rowcount
             beneath = True  # another client wrote in the span: what lies beneath the items is not what was read
         if held == len(items) and beneath:
             # Every record beneath a deleted item goes with it (the view's newest version of each, unless gone).
             self._db.execute(
                 "INSERT INTO nodes (scope, key, rev, kind, value) SELECT :scope, key, :rev, 0, NULL FROM ("
-                f"SELECT n.key AS key, n.kind AS kind, {_newest(scope, 'n.')} FROM json_each(:batch) AS b "
-                f"CROSS JOIN nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key > :prefix || b.key || char(31) "
-                "AND n.key < :prefix || b.key || char(32) AND n.rev <= :at GROUP BY n.key) WHERE kind <> 0",
+                f"SELECT n.key AS key, n.kind AS kind, {_newest(scope, 'n.')} FROM json_each(:names) AS b "
+                f"CROSS JOIN nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key > :prefix || b.value || char(31) "
+                "AND n.key < :prefix || b.value || char(32) AND n.rev <= :at GROUP BY n.key) WHERE kind <> 0",
                 params)
         return held
 
