@@ -311,7 +311,7 @@ def _reselecting(test: ItemTest, scope: int) -> tuple[str, dict[str, Any]] | Non
         return None
     newest = (f"(SELECT {{}} FROM nodes WHERE {_scopes(scope)} AND key = item_key AND rev <= :at "
               "ORDER BY scope DESC, rev DESC LIMIT 1)")
-    version = newest.format(f"CASE WHEN scope = 0 THEN rev ELSE rev + {_SCOPED} END")
+    version = newest.format(_version(scope))
     mark = "version" if compiled.flat else "s"
     statement = (
         f"SELECT name, {mark} FROM (SELECT name, item_key, item_value, version, {compiled.stamp} AS s FROM ("
@@ -529,7 +529,7 @@ class SqliteBackend(_Reads):
                                 prefix="r")
             assert then is not None
             params = now.params | then.params
-            version = newest.format(f"CASE WHEN scope = 0 THEN rev ELSE rev + {_SCOPED} END")
+            version = newest.format(_version(scope))
             candidates = f"SELECT item_key, CAST(mark AS INTEGER) AS mark, {version} AS version FROM ({batch})"
             guard = f"(version = mark OR {now.guard(then.stamp)})"
         else:
