@@ -21,58 +21,31 @@ from __future__ import annotations
 
 import argparse
 import json
+import runpy
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 # This file is in bench/: drop its folder from the path so that ``retain`` is the package.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
 
-from retain.logd import Client, ServerThread, Store, backup  # noqa: E402
+from retain.logd import backup  # noqa: E402
 from retain.logd.backup import STEP_PAGES  # noqa: E402
-from retain.logd.settings import Settings  # noqa: E402
 from retain.logd.sqlite import check_file  # noqa: E402
 
+# What logd's benches share, run by path: the bench folder is not on sys.path.
+child = SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("_logd_child.py"))))
+
 RECORDS = 1_000_000
-BUILD_BATCH = 10_000
 
 
-def build(path: Path, records: int) -> float:
-    with Store.open(str(path), settings=Settings(synchronous="normal")) as store:
-        session = store.session(author="bench")
-        started = time.perf_counter()
-        session.patch([{"set": "jobs", "value": {}}])
-        for first in range(0, records - 1, BUILD_BATCH):
-            session.patch([{"set": f"jobs.j{index:07d}", "value": {
-                "status": ("done", "running", "canceled")[index % 3], "updatedAt": "2026-09-10T08:00:00Z",
-                "attempts": index % 5}} for index in range(first, min(first + BUILD_BATCH, records - 1))])
-        return time.perf_counter() - started
-
-
-def serve(path: str) -> None:
-    """In a child: serve the store at ``path`` on a free loopback port (printed) until stdin closes."""
-    with Store.open(path, settings=Settings(synchronous="normal")) as store, \
-            ServerThread(store, listen=("127.0.0.1", 0)) as served:
-        print(served.server.address[1], flush=True)
-        sys.stdin.read()
-
-
-def write(port: int, ready: str, stop: str) -> None:
-    """In a child: single-item patches one after the other until ``stop`` exists; prints each one's (start on the
-    system-wide monotonic clock, seconds, commit) as JSON."""
-    timed = []
-    with Client(("127.0.0.1", port), author="bench/writer") as logd:
-        while not os.path.exists(stop):
-            start = time.monotonic()
-            commit = logd.patch([{"set": f"writes.w{len(timed)}", "value": {"n": len(timed)}}]).commit
-            timed.append((start, time.monotonic() - start, commit))
-            if len(timed) == 10:
-                Path(ready).touch()
-    print(json.dumps(timed))
+def job(index: int) -> dict:
+    return {"status": ("done", "running", "canceled")[index % 3], "updatedAt": "2026-09-10T08:00:00Z",
+            "attempts": index % 5}
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -81,11 +54,7 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["--serve"]:
-        serve(sys.argv[2])
-        return
-    if sys.argv[1:2] == ["--write"]:
-        write(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    if child.role(sys.argv):
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=RECORDS)
@@ -95,25 +64,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         store = directory / "store.sqlite3"
-        build_s = build(store, options.records)
+        build_s = child.build_jobs(store, options.records - 1, job)  # and the container record
         started = time.perf_counter()
         shutil.copyfile(store, directory / "plain.sqlite3")
         with open(directory / "plain.sqlite3", "rb") as plain:
             os.fsync(plain.fileno())  # as the backup does its copy
         copy_s = time.perf_counter() - started
         (directory / "plain.sqlite3").unlink()
-        script = [sys.executable, "-P", __file__]
-        server = subprocess.Popen([*script, "--serve", str(store)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True)
         ready, stop = directory / "ready", directory / "stop"
-        try:
-            port = int(server.stdout.readline())  # type: ignore[union-attr]
-            writer = subprocess.Popen([*script, "--write", str(port), str(ready), str(stop)], stdout=subprocess.PIPE,
-                                      text=True)
-            while not ready.exists():
-                if writer.poll() is not None:
-                    raise SystemExit("the writer died before it was ready")
-                time.sleep(0.01)
+        with child.served(__file__, str(store), options.records) as port:
+            writer = child.start_writer(__file__, [str(port), str(ready), str(stop)], ready)
             backup_from, started = time.monotonic(), time.perf_counter()
             taken = backup(str(store), directory / "backup.sqlite3", step_pages=options.step_pages,
                            pause=options.pause)
@@ -122,12 +82,9 @@ def main() -> None:
             quiet_to = time.monotonic()
             stop.touch()
             timed = json.loads(writer.communicate(timeout=120)[0])
-        finally:
-            server.stdin.close()  # type: ignore[union-attr]
-            server.wait(timeout=120)
         problems = check_file(taken.path, full=False)
         acked = {commit for _, _, commit in timed}
-        if problems or not (taken.commit in acked or taken.commit <= options.records // BUILD_BATCH + 2):
+        if problems or not (taken.commit in acked or taken.commit <= options.records // child.BUILD_BATCH + 2):
             raise SystemExit(f"the backup is not a commit of the store: head {taken.commit}, {problems}")
     during = [seconds * 1000 for start, seconds, _ in timed if start < backup_to and start + seconds > backup_from]
     after = [seconds * 1000 for start, seconds, _ in timed if backup_to <= start < quiet_to]

@@ -24,65 +24,37 @@ from __future__ import annotations
 
 import argparse
 import json
+import runpy
 import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 # This file is in bench/: drop its folder from the path so that ``retain`` is the package.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
 
-from retain.logd import Client, ServerThread, Store  # noqa: E402
-from retain.logd.settings import Settings  # noqa: E402
+from retain.logd import Client, Store  # noqa: E402
 from retain.wire import Or  # noqa: E402
+
+# What logd's benches share, run by path: the bench folder is not on sys.path.
+child = SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("_logd_child.py"))))
 
 ITEMS = 100_000
 RATE = 500
 ROUNDS = 3
-BUILD_BATCH = 10_000
-NOW = "2026-09-12T08:00:00Z"
-OLD, YOUNG = "2026-09-10T08:00:00Z", "2026-09-12T07:00:00Z"
+NOW, YOUNG = child.NOW, child.YOUNG
 AUTHOR = "bench/retention"
 REQUEST = {"now": NOW, "batch": 256, "author": AUTHOR, "what": [
     {"path": "jobs.*", "match": {"status": Or(("done", "canceled"))}, "age": ".updatedAt", "after": "1d"}]}
 
 
-def job(index: int) -> dict:
-    """30% expired (done or canceled and old), 35% running and old, 35% done and young."""
-    kind = index % 20
-    if kind < 6:
-        return {"status": ("done", "canceled")[kind % 2], "updatedAt": OLD, "attempts": index % 5}
-    if kind < 13:
-        return {"status": "running", "updatedAt": OLD, "attempts": index % 5}
-    return {"status": "done", "updatedAt": YOUNG, "attempts": index % 5}
-
-
 def name(index: int) -> str:
     return f"j{index:07d}"
-
-
-def build(path: Path, items: int) -> float:
-    with Store.open(str(path), settings=Settings(synchronous="normal")) as store:
-        session = store.session(author="bench")
-        started = time.perf_counter()
-        session.patch([{"set": "jobs", "value": {}}])
-        for first in range(0, items, BUILD_BATCH):
-            session.patch([{"set": f"jobs.{name(index)}", "value": job(index)}
-                           for index in range(first, min(first + BUILD_BATCH, items))])
-        return time.perf_counter() - started
-
-
-def serve(path: str, items: int) -> None:
-    """In a child: serve the store at ``path`` on a free loopback port (printed) until stdin closes."""
-    with Store.open(path, settings=Settings(synchronous="normal", read_budget=items + 1)) as store, \
-            ServerThread(store, listen=("127.0.0.1", 0)) as served:
-        print(served.server.address[1], flush=True)
-        sys.stdin.read()
 
 
 def write(port: int, items: int, rate: float, ready: str, stop: str, seed: int) -> None:
@@ -94,7 +66,7 @@ def write(port: int, items: int, rate: float, ready: str, stop: str, seed: int) 
         started = time.monotonic()
         while not os.path.exists(stop):
             index = rng.randrange(items)
-            value = dict(job(index), attempts=len(acked))
+            value = dict(child.job(index), attempts=len(acked))
             change = len(acked) % 4  # young again, no longer matching, another old stamp, a field the rule ignores
             if change == 0:
                 value["updatedAt"] = YOUNG
@@ -114,32 +86,23 @@ def write(port: int, items: int, rate: float, ready: str, stop: str, seed: int) 
 
 def one_pass(directory: Path, copy: str, items: int, rate: float | None, seed: int) -> dict:
     """The request over a served copy of the store, with a writer at ``rate`` beside it (None: no writer)."""
-    script = [sys.executable, "-P", __file__]
-    server = subprocess.Popen([*script, "--serve", copy, str(items)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
     writer = None
+    writes: list[list[int]] = []
     ready, stop = directory / "ready", directory / "stop"
     try:
-        port = int(server.stdout.readline())  # type: ignore[union-attr]
-        if rate is not None:
-            writer = subprocess.Popen([*script, "--write", str(port), str(items), str(rate), str(ready), str(stop),
-                                       str(seed)], stdout=subprocess.PIPE, text=True)
-            while not ready.exists():
-                if writer.poll() is not None:
-                    raise SystemExit("the writer died before it was ready")
-                time.sleep(0.01)
-        with Client(("127.0.0.1", port), author="bench") as logd:
-            sent = logd.get("jobs.j0000000").commit  # at or before the pass's read
-            started = time.perf_counter()
-            answer = logd.call("retain", **REQUEST)
-            seconds = time.perf_counter() - started
-        writes: list[list[int]] = []
-        if writer is not None:
-            stop.touch()
-            writes = json.loads(writer.communicate(timeout=120)[0])
+        with child.served(__file__, copy, items) as port:
+            if rate is not None:
+                writer = child.start_writer(__file__, [str(port), str(items), str(rate), str(ready), str(stop),
+                                                       str(seed)], ready, how="--write")
+            with Client(("127.0.0.1", port), author="bench") as logd:
+                sent = logd.get("jobs.j0000000").commit  # at or before the pass's read
+                started = time.perf_counter()
+                answer = logd.call("retain", **REQUEST)
+                seconds = time.perf_counter() - started
+            if writer is not None:
+                stop.touch()
+                writes = json.loads(writer.communicate(timeout=120)[0])
     finally:
-        server.stdin.close()  # type: ignore[union-attr]
-        server.wait(timeout=120)
         ready.unlink(missing_ok=True)
         stop.unlink(missing_ok=True)
     deleted = deleted_by_the_pass(copy, sent)
@@ -166,8 +129,7 @@ def deleted_by_the_pass(path: str, after: int) -> set[int]:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["--serve"]:
-        serve(sys.argv[2], int(sys.argv[3]))
+    if child.role(sys.argv):
         return
     if sys.argv[1:2] == ["--write"]:
         port, items, rate, ready, stop, seed = sys.argv[2:]
@@ -181,7 +143,7 @@ def main() -> None:
     busy, quiet = [], []
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        build_s = build(directory / "store.sqlite3", options.items)
+        build_s = child.build_jobs(directory / "store.sqlite3", options.items, child.job)
         for round_index in range(options.rounds):  # fresh copies; alternating, so drift hits both alike
             sides = [("busy", options.rate, busy), ("quiet", None, quiet)]
             for side, rate, runs in sides[::-1] if round_index % 2 else sides:
