@@ -12,7 +12,8 @@ socket.
 - the baseline, in the same run: the same request over a fresh copy of the same store, with no writer.
 
 ``deleted_share`` = of the jobs that were expired when the store was built and that no write touched until the pass's
-last commit, the share the busy pass deleted (target >= 0.99); ``skipped_items`` and ``retried_items`` are the answer's counts.
+last commit, the share the busy pass deleted (target >= 0.99); ``skipped_items`` and ``retried_items`` are the
+answer's counts.
 ROUNDS rounds on fresh copies, alternating which pass runs first; medians, and the least ``deleted_share``.
 
 Run: python3 dev.py bench retain_busy [--items N] [--rate R] [--rounds N]

@@ -9,7 +9,8 @@ from retain.logd.metrics import RECENT_RETAINS, LogdMetrics, verb_of
 
 counts = st.integers(min_value=0, max_value=10_000)
 rules = st.lists(st.fixed_dictionaries({"path": st.sampled_from(["jobs.*", "events(*)"]), "deleted": counts},
-                                       optional={"skipped": counts, "unreadable": counts, "retried": counts}), max_size=4)
+                                       optional={"skipped": counts, "unreadable": counts, "retried": counts}),
+                 max_size=4)
 
 
 def value(metrics: LogdMetrics, name: str, **labels: str) -> float:

@@ -155,7 +155,8 @@ with Client((host, int(port)), author="writer") as logd, open(log_path, "a") as 
         op = {{"delete": f"jobs.{{name}}"}} if value is None else {{"set": f"jobs.{{name}}", "value": value}}
         answer = logd.request({{"patch": {{"ops": [op]}}}})
         if "result" in answer:  # a delete of what is gone answers not_found, and writes nothing
-            log.write(json.dumps({{"commit": answer["result"]["patch"]["commit"], "job": name, "value": value}}) + "\\n")
+            commit = answer["result"]["patch"]["commit"]
+            log.write(json.dumps({{"commit": commit, "job": name, "value": value}}) + "\\n")
             log.flush()
             current[name] = value
         count += 1

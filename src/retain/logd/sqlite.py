@@ -259,12 +259,13 @@ def _selecting(test: ItemTest, scope: int, container: str, at: int,
     """The selection statement over at most ``:page`` records of the container past the key ``:after``
     (before ``:end``): one row of (records read, unreadable items, the expired items' names and marks
     joined, the last record's key, records beneath the items)."""
-    params = {**cutoff_params(cutoff), "at": at, "cut": len(container) + 2, "beneath": container + SEP + "*" + SEP + "*"}
-    flat = compile_test(test, scope, "n.key", "n.value", prefix="s")  # over each version's own row
-    if flat is None:
+    beneath = container + SEP + "*" + SEP + "*"  # a key past an item's: a record beneath it
+    params = {**cutoff_params(cutoff), "at": at, "cut": len(container) + 2, "beneath": beneath}
+    row = compile_test(test, scope, "n.key", "n.value", prefix="s")  # over each version's own row
+    if row is None:
         return None
-    if flat.flat:
-        return _selecting_flat(flat, scope), {**flat.params, **params}
+    if row.flat:
+        return _selecting_flat(row, scope), {**row.params, **params}
     compiled = compile_test(test, scope, "item_key", "item_value")  # over the item as the level above names it
     assert compiled is not None
     # The newest version of each record, its stamp computed once (an aggregate's other columns are computed as
@@ -277,10 +278,10 @@ def _selecting(test: ItemTest, scope: int, container: str, at: int,
         "char(30) || s END, char(30)), max(item_key), total(class = 'b') "
         "FROM (SELECT item_key, s, CASE WHEN item_key GLOB :beneath THEN 'b' "
         f"ELSE {compiled.classify('s')} END AS class FROM ("
-        f"SELECT n.key AS item_key, n.value AS item_value, {_newest(scope, 'n.')} AS version, {flat.stamp} AS s "
+        f"SELECT n.key AS item_key, n.value AS item_value, {_newest(scope, 'n.')} AS version, {row.stamp} AS s "
         f"FROM nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key > :after AND n.key < :end AND n.rev <= :at "
         "GROUP BY n.key HAVING n.kind <> 0 ORDER BY n.key LIMIT :page) LIMIT -1)")
-    return statement, {**flat.params, **compiled.params, **params}
+    return statement, {**row.params, **compiled.params, **params}
 
 
 _TOMBSTONE, _KEPT, _UNREADABLE, _EXPIRED, _BENEATH = range(5)
@@ -295,11 +296,12 @@ def _selecting_flat(compiled: CompiledTest, scope: int) -> str:
     takes back is the version read."""
     code = (f"CASE WHEN n.kind = 0 THEN {_TOMBSTONE} WHEN n.key GLOB :beneath THEN {_BENEATH} "
             f"ELSE {compiled.classify(compiled.stamp, str(_UNREADABLE), str(_EXPIRED), str(_KEPT))} END")
-    return ("SELECT count(*), total(v & 7 = 2), group_concat(CASE WHEN v & 7 = 3 THEN substr(item_key, :cut) || "
-            "char(30) || (v >> 3) END, char(30)), max(item_key), total(v & 7 = 4) FROM ("
+    return (f"SELECT count(*), total(v & 7 = {_UNREADABLE}), group_concat(CASE WHEN v & 7 = {_EXPIRED} THEN "
+            f"substr(item_key, :cut) || char(30) || (v >> 3) END, char(30)), max(item_key), "
+            f"total(v & 7 = {_BENEATH}) FROM ("
             f"SELECT n.key AS item_key, max({_version(scope, 'n.')} * 8 + {code}) AS v FROM nodes AS n "
             f"WHERE {_scopes(scope, 'n.')} AND n.key > :after AND n.key < :end AND n.rev <= :at GROUP BY n.key "
-            "HAVING v & 7 <> 0 ORDER BY n.key LIMIT :page)")
+            f"HAVING v & 7 <> {_TOMBSTONE} ORDER BY n.key LIMIT :page)")
 
 
 def _reselecting(test: ItemTest, scope: int) -> tuple[str, dict[str, Any]] | None:
