@@ -29,7 +29,7 @@ Prints a table, then one JSON line: {"ratio": pass time / raw DELETE time, "peak
 from __future__ import annotations
 
 import json
-import os
+import runpy
 import resource
 import shutil
 import sqlite3
@@ -39,45 +39,26 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 # This file is bench/retain.py: drop its folder from the path so that ``retain`` is the package, not this file.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
 
-from retain.logd import Client, ServerThread, Store  # noqa: E402
+from retain.logd import Client, Store  # noqa: E402
 from retain.logd.retain import Pass, Step, drive, retain_pass  # noqa: E402
 from retain.logd.settings import Settings  # noqa: E402
 from retain.wire import Or  # noqa: E402
 
+# What logd's benches share, run by path: the bench folder is not on sys.path.
+child = SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("_logd_child.py"))))
+
 ITEMS = 1_000_000
 ROUNDS = 3
-BUILD_BATCH = 10_000
 BATCH = 256
-NOW = "2026-09-12T08:00:00Z"
-OLD, YOUNG = "2026-09-10T08:00:00Z", "2026-09-12T07:00:00Z"
+NOW = child.NOW
 CUTOFF = "2026-09-11T08:00:00Z"  # now - 1d: every stamp here is UTC in one format, so text order is time order
 REQUEST = {"now": NOW, "batch": BATCH, "author": "bench/retention", "what": [
     {"path": "jobs.*", "match": {"status": Or(("done", "canceled"))}, "age": ".updatedAt", "after": "1d"}]}
-
-
-def document(index: int) -> dict:
-    """30% expired (done/canceled and old), 35% running and old, 35% done and young."""
-    kind = index % 20
-    if kind < 6:
-        return {"status": ("done", "canceled")[kind % 2], "updatedAt": OLD, "attempts": index % 5}
-    if kind < 13:
-        return {"status": "running", "updatedAt": OLD, "attempts": index % 5}
-    return {"status": "done", "updatedAt": YOUNG, "attempts": index % 5}
-
-
-def build_store(path: Path, items: int) -> float:
-    with Store.open(str(path), settings=Settings(synchronous="normal")) as store:
-        session = store.session(author="bench")
-        start = time.perf_counter()
-        session.patch([{"set": "jobs", "value": {}}])
-        for first in range(0, items, BUILD_BATCH):
-            session.patch([{"set": f"jobs.j{index:07d}", "value": document(index)}
-                           for index in range(first, min(first + BUILD_BATCH, items))])
-        return time.perf_counter() - start
 
 
 def build_raw(path: Path, items: int) -> None:
@@ -85,7 +66,7 @@ def build_raw(path: Path, items: int) -> None:
     db.execute("CREATE TABLE docs (key TEXT PRIMARY KEY, doc TEXT NOT NULL) WITHOUT ROWID")
     db.execute("BEGIN")
     db.executemany("INSERT INTO docs (key, doc) VALUES (?, ?)",
-                   ((f"jobs.j{index:07d}", json.dumps(document(index))) for index in range(items)))
+                   ((f"jobs.j{index:07d}", json.dumps(child.job(index))) for index in range(items)))
     db.execute("COMMIT")
     db.close()
 
@@ -150,56 +131,20 @@ def the_pass(path: str, items: int) -> None:
                       "worker_rss_mb": worker_kb / 1024}))
 
 
-def serve(path: str, items: int) -> None:
-    """In a child: serve the store at ``path`` on a free loopback port (printed) until stdin closes."""
-    with Store.open(path, settings=Settings(synchronous="normal", read_budget=items + 1)) as store, \
-            ServerThread(store, listen=("127.0.0.1", 0)) as served:
-        print(served.server.address[1], flush=True)
-        sys.stdin.read()
-
-
-def write(port: int, ready: str, stop: str) -> None:
-    """In a child: single-item patches one after the other until ``stop`` exists; prints each one's
-    (start, seconds) on the system-wide monotonic clock as JSON."""
-    latencies = []
-    with Client(("127.0.0.1", port), author="bench/writer") as logd:
-        n = 0
-        while not os.path.exists(stop):
-            start = time.monotonic()
-            logd.patch([{"set": f"writes.w{n}", "value": {"n": n, "at": NOW}}])
-            latencies.append((start, time.monotonic() - start))
-            n += 1
-            if n == 10:
-                Path(ready).touch()
-    print(json.dumps(latencies))
-
-
 def served_pass(directory: Path, items: int) -> dict:
     """The pass over a served store while another connection writes: its wall time and every write's latency."""
-    script = [sys.executable, "-P", __file__]
-    server = subprocess.Popen([*script, "--serve", str(directory / "served.sqlite3"), str(items)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(server.stdout.readline())  # type: ignore[union-attr]
+    ready, stop = directory / "ready", directory / "stop"
+    with child.served(__file__, str(directory / "served.sqlite3"), items) as port:
         with Client(("127.0.0.1", port)) as logd:
             logd.patch([{"set": "writes", "value": {}}])
-        ready, stop = directory / "ready", directory / "stop"
-        writer = subprocess.Popen([*script, "--write", str(port), str(ready), str(stop)], stdout=subprocess.PIPE,
-                                  text=True)
-        while not ready.exists():
-            if writer.poll() is not None:
-                raise SystemExit("the writer died before it was ready")
-            time.sleep(0.01)
+        writer = child.start_writer(__file__, [str(port), str(ready), str(stop)], ready)
         with Client(("127.0.0.1", port), author="bench") as logd:
             started = time.monotonic()
             answer = logd.call("retain", **REQUEST)
             ended = time.monotonic()
         stop.touch()
         out, _ = writer.communicate(timeout=120)
-    finally:
-        server.stdin.close()  # type: ignore[union-attr]
-        server.wait(timeout=120)
-    during = [seconds for start, seconds in json.loads(out) if start < ended and start + seconds > started]
+    during = [seconds for start, seconds, _ in json.loads(out) if start < ended and start + seconds > started]
     ready.unlink()
     stop.unlink()
     return {"seconds": ended - started, "deleted": answer["deleted"], "writes": during}
@@ -218,11 +163,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--pass"]:
         the_pass(sys.argv[2], int(sys.argv[3]))
         return
-    if sys.argv[1:2] == ["--serve"]:
-        serve(sys.argv[2], int(sys.argv[3]))
-        return
-    if sys.argv[1:2] == ["--write"]:
-        write(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    if child.role(sys.argv):
         return
     if sys.argv[1:2] in (["-h"], ["--help"]):
         print(__doc__)
@@ -231,7 +172,7 @@ def main() -> None:
     passes, raws, served = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        build_s = build_store(directory / "store.sqlite3", items)
+        build_s = child.build_jobs(directory / "store.sqlite3", items, child.job)
         build_raw(directory / "raw.sqlite3", items)
         for round_index in range(ROUNDS):  # each round on fresh copies; alternating, so drift hits both alike
             for name in ("pass", "served"):

@@ -1,11 +1,12 @@
-"""retain.beats: the one beat runner (tick, backoff), in a thread and in asyncio; a poke starts the next beat now."""
+"""retain.beats: the one beat runner (tick, backoff), in a thread and in asyncio; a poke starts the next beat now;
+the cadence a beat keeps (its tick, its backoff, a next beat asked for sooner)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 
-from retain.beats import AsyncBeat, Beat, beat_delay
+from retain.beats import AsyncBeat, Beat, Cadence, beat_delay
 from tests.helpers.waiting import wait_for
 
 #: a tick no test waits out: a beat that comes sooner than this was asked for
@@ -62,3 +63,25 @@ class TestPoke:
             return len(beats)
 
         assert asyncio.run(asyncio.wait_for(scenario(), 20)) == 2
+
+
+class TestCadence:
+    def test_tick_and_backoff(self):
+        """A healthy beat waits the tick; troubled beats double it up to the backoff; a healthy one resets it."""
+        cadence = Cadence(10.0, 35.0)
+        assert [cadence.after(troubled) for troubled in (False, True, True, True, False)] == [10, 20, 35, 35, 10]
+
+    def test_sooner_once(self):
+        """sooner() shortens the next delay only, and never lengthens it."""
+        cadence = Cadence(10.0, 60.0)
+        cadence.sooner(3.0)
+        cadence.sooner(4.0)
+        assert [cadence.after(False), cadence.after(False)] == [3.0, 10.0]
+        cadence.sooner(30.0)
+        assert cadence.after(False) == 10.0
+
+    def test_sooner_never_cuts_a_backoff(self):
+        """A troubled beat backs off whatever was asked; the ask is spent."""
+        cadence = Cadence(10.0, 60.0)
+        cadence.sooner(1.0)
+        assert [cadence.after(True), cadence.after(False)] == [20.0, 10.0]

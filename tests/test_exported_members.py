@@ -62,13 +62,13 @@ def test_archive():
 
 def test_logd():
     """retain.logd exports the store, its sessions and results, the wire's clients and server, the tags,
-    and the retain request: its rules, the pure selection, the pass and its results."""
+    the retain request: its rules, the pure selection, the pass and its results; and a SQLite store's backup."""
     assert sorted(retain.logd.__all__) == sorted([
         "AsyncClient", "AutoId", "Backend", "Client", "Compaction", "Delta", "Listing", "LogdKey", "LogdServer",
         "Or", "Path", "Raw", "Read", "Schema", "ScopeInfo", "PostgresBackend", "ServerThread", "Session", "Settings",
         "SqliteBackend", "Store", "Tier", "Written", "parse",
         "RetainRequest", "RetainResult", "RetainRule", "RuleResult", "Selection", "parse_retain", "run_retain",
-        "select",
+        "select", "Backup", "Restore", "backup", "restore",
     ])
 
 

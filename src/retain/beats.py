@@ -13,7 +13,8 @@ returns seconds from now (None: no sooner than the tick) -- a replica beats
 again right when another's lease runs out, to take it over. ``poke()``, from
 any thread, starts the next beat at once -- a driver's archive job that
 outlived its beat, once it ends, so that the next job starts without waiting
-for the tick.
+for the tick. Work that left something to finish soon asks for the next beat
+sooner (:meth:`Cadence.sooner`): once, and never in trouble.
 
 - :class:`Beat` runs the work on a daemon thread (``start``/``stop``), or in the
   caller's thread (``run``) until ``stop``;
@@ -53,6 +54,9 @@ def beat_delay(tick: float, troubled: int, max_backoff: float) -> float:
 class Cadence:
     """What both runners share: the tick, the backoff, and the count of beats and of troubled ones in a row."""
 
+    #: seconds from now to the next beat when sooner than the tick; None: the tick (see the module docstring)
+    next_in: Callable[[], float | None] | None = None
+
     def __init__(self, tick: float, max_backoff: float) -> None:
         self.tick, self.max_backoff = tick, max_backoff
         #: beats completed (a raising beat counts)
@@ -60,15 +64,21 @@ class Cadence:
         #: seconds from one beat's start to the next, as the runner now waits: ``tick``, or longer in trouble
         self.delay = tick
         self._troubled = 0
+        self._sooner: float | None = None
 
-    #: seconds from now to the next beat when sooner than the tick; None: the tick (see the module docstring)
-    next_in: Callable[[], float | None] | None = None
+    def sooner(self, seconds: float) -> None:
+        """Start the next beat at most ``seconds`` after the one in progress started: for this once, and not when
+        the beat in progress turns out troubled (a backoff is never cut short)."""
+        self._sooner = seconds if self._sooner is None else min(self._sooner, seconds)
 
     def after(self, troubled: bool) -> float:
         """Count one beat and return the delay from its start to the next one's."""
         self.beats += 1
         self._troubled = self._troubled + 1 if troubled else 0
         self.delay = beat_delay(self.tick, self._troubled, self.max_backoff)
+        sooner, self._sooner = self._sooner, None
+        if sooner is not None and not troubled:
+            self.delay = min(self.delay, sooner)
         return self.delay
 
     def wait(self, delay: float, started: float, troubled: bool) -> float:

@@ -7,6 +7,7 @@
     │   ├── InvalidStreamName              "", "a{b}", "a b"
     │   ├── InvalidPolicy                  a policy file or entry that cannot mean what it says
     │   ├── InvalidSettings                logd settings that cannot hold (a tier, a horizon, a budget)
+    │   ├── InvalidBackup                  a logd backup or restore that cannot mean what it says
     │   ├── InvalidStreamId                "12-x", a read bound or fold boundary that is no stream id
     │   ├── InvalidArchive                 an archive URL or option that cannot name a store
     │   └── InvalidMounts                  a docd mount table (file, entry, field) that cannot hold
@@ -71,6 +72,7 @@ __all__ = [
     "AuthenticationError",
     "Compacted",
     "InvalidArchive",
+    "InvalidBackup",
     "InvalidDocument",
     "InvalidDuration",
     "InvalidInput",
@@ -137,6 +139,11 @@ class InvalidPolicy(InvalidInput):
 
 class InvalidSettings(InvalidInput):
     """logd settings that cannot hold together (a budget, a tier, a horizon shorter than the cutoff)."""
+
+
+class InvalidBackup(InvalidInput):
+    """A logd backup or restore that cannot mean what it says: a PostgreSQL URL (pg_dump's work), a source that is
+    not there, a destination that exists without ``force``, a copy onto its own source."""
 
 
 class ServerError(RetainError):

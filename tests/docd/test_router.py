@@ -271,13 +271,14 @@ class TestAnswerRetain:
 
     def test_field_order_is_the_seeds(self):
         """Each rule reads path, the owner's counts, owner, under, error; the top level now, commit, deleted, rules."""
-        answers = {"logd": retain_answer(9, {"path": "jobs.*", "deleted": 3, "unreadable": 2, "skipped": 1},
+        answers = {"logd": retain_answer(9, {"path": "jobs.*", "deleted": 3, "unreadable": 2, "skipped": 1,
+                                             "retried": 4},
                                          {"path": "verse.*", "deleted": 0}),
                    "verse.ctl": UNSUPPORTED}
         result = answer_retain(plan_of(SEED), answers)["result"]["retain"]
         assert list(result) == ["now", "commit", "deleted", "rules"]
         assert [list(rule) for rule in result["rules"]] == [
-            ["path", "deleted", "unreadable", "skipped", "owner"], ["path", "owner", "error"],
+            ["path", "deleted", "unreadable", "skipped", "retried", "owner"], ["path", "owner", "error"],
             ["path", "deleted", "owner", "under"]]
 
     def test_a_controller_that_ran_carries_its_commit(self):

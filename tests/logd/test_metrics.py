@@ -9,7 +9,8 @@ from retain.logd.metrics import RECENT_RETAINS, LogdMetrics, verb_of
 
 counts = st.integers(min_value=0, max_value=10_000)
 rules = st.lists(st.fixed_dictionaries({"path": st.sampled_from(["jobs.*", "events(*)"]), "deleted": counts},
-                                       optional={"skipped": counts, "unreadable": counts}), max_size=4)
+                                       optional={"skipped": counts, "unreadable": counts, "retried": counts}),
+                 max_size=4)
 
 
 def value(metrics: LogdMetrics, name: str, **labels: str) -> float:
@@ -33,7 +34,7 @@ class TestVerbOf:
 class TestRetainCounts:
     @given(st.lists(rules, max_size=15))
     def test_counters_are_the_sums_of_the_answers(self, answers):
-        """deleted, skipped and unreadable are the sums over every retain answer; the dashboard keeps the last
+        """deleted, skipped, retried and unreadable are the sums over every retain answer; the dashboard keeps the last
         few, newest first."""
         metrics = LogdMetrics()
         for number, answered in enumerate(answers):
@@ -43,6 +44,7 @@ class TestRetainCounts:
         every = [rule for answered in answers for rule in answered]
         assert value(metrics, "retain_logd_retain_deleted_total") == sum(rule["deleted"] for rule in every)
         assert value(metrics, "retain_logd_retain_skipped_total") == sum(rule.get("skipped", 0) for rule in every)
+        assert value(metrics, "retain_logd_retain_retried_total") == sum(rule.get("retried", 0) for rule in every)
         assert value(metrics, "retain_logd_retain_unreadable_total") == sum(rule.get("unreadable", 0)
                                                                              for rule in every)
         assert value(metrics, "retain_logd_requests_total", verb="retain", outcome="ok") == len(answers)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from retain.errors import (InvalidRetain, NotFound, ReadBudgetExceeded, SchemaViolation, StorageError)
 from retain.logd import RetainResult, run_retain
+from retain.logd.retain import tries
 from retain.logd.draft import record_key
 from retain.logd.paths import parse
 from retain.logd.verbs import Context, handle
@@ -248,8 +249,9 @@ class TestScopes:
 
 
 class TestPrecondition:
-    """INV-PRECONDITION: a writer touching an item between the read and its batch makes that batch fail;
-    the batch is counted skipped and the racing write survives."""
+    """INV-PRECONDITION: a writer touching an item between the read and its batch makes that batch fail, and nothing
+    of it is written; its items are read again, and those the rule still takes are tried again under a guard on
+    that read (INV-PROGRESS). The racing write survives."""
 
     def scene(self, store):
         ops = store.session()
@@ -263,20 +265,57 @@ class TestPrecondition:
         ({"set": "jobs.j1.status", "value": "running"}, {"status": "running", "updatedAt": ago(days=2)}),
         ({"delete": "jobs.j1"}, None),
     ])
-    def test_a_racing_write_skips_its_batch(self, store, racing, survivor):
+    def test_a_racing_write_fails_its_batch_once(self, store, racing, survivor):
         """A writer between the read and the batch (a refreshed stamp, a status no longer matching, a delete):
-        that batch is skipped, nothing of it deleted; the other batches go on."""
+        that batch writes nothing; read again, the written item is no longer taken and stays, the other is
+        tried again and goes; the other batches go on."""
         ops = self.scene(store)
         writer = store.session(author="racer")
+        raced: list[int] = []
 
         def race(index, paths):
-            if str(paths[0]) == "jobs.j0":
-                writer.patch([racing])
+            if [str(path) for path in paths] == ["jobs.j0", "jobs.j1"]:
+                raced.append(writer.patch([racing]).commit)
 
         result = run_retain(ops, {**request(JOBS_RULE, batch=2)}, before_batch=race)
-        assert result.rules[0].to_document() == {"path": "jobs.*", "deleted": 4, "skipped": 2}
+        assert result.rules[0].to_document() == {"path": "jobs.*", "deleted": 5, "retried": 1}
+        assert len(raced) == 1
         jobs = ops.list("jobs.*").items
-        assert jobs.get("j1") == survivor and "j0" in jobs and set(jobs) <= {"j0", "j1"}
+        assert jobs == ({} if survivor is None else {"j1": survivor})
+
+    def test_an_item_written_before_every_try_is_skipped(self, store):
+        """A writer that gives an item a new stamp, still old enough, before every delete that holds it: each read
+        again takes it, each guard on that read fails; past its tries it counts as skipped and stays, its batch
+        mate goes."""
+        ops = self.scene(store)
+        writer = store.session(author="racer")
+        stamps = iter(f"2026-09-01T00:00:{second:02d}Z" for second in range(60))
+
+        def race(index, paths):
+            if "jobs.j1" in [str(path) for path in paths]:
+                writer.patch([{"set": "jobs.j1.updatedAt", "value": next(stamps)}])
+
+        result = run_retain(ops, {**request(JOBS_RULE, batch=2)}, before_batch=race)
+        assert result.rules[0].to_document() == {"path": "jobs.*", "deleted": 5, "skipped": 1, "retried": 2}
+        assert list(ops.list("jobs.*").items) == ["j1"]
+        assert 60 - len(list(stamps)) == tries(2)  # one write per try: tries(2) tries for j1
+
+    def test_a_sparse_batch_is_guarded_item_by_item(self, store):
+        """Two expired items with a hundred kept ones between them, one batch: its span is too long to read whole,
+        so each guard is looked up -- a racing write to one still fails the batch, and the other goes."""
+        ops = store.session()
+        ops.patch([{"set": "jobs", "value": {f"j{i:03d}": {"status": "done" if i in (0, 99) else "running",
+                                                          "updatedAt": ago(days=2)} for i in range(100)}}])
+        writer = store.session(author="racer")
+        raced: list[int] = []
+
+        def race(index, paths):
+            if len(paths) == 2:
+                raced.append(writer.patch([{"set": "jobs.j099.updatedAt", "value": "2026-09-12T07:59:00Z"}]).commit)
+
+        result = run_retain(ops, request(JOBS_RULE, batch=2), before_batch=race)
+        assert result.rules[0].to_document() == {"path": "jobs.*", "deleted": 1, "retried": 1} and len(raced) == 1
+        assert "j000" not in ops.list("jobs.*").items and "j099" in ops.list("jobs.*").items
 
     def test_an_unrelated_write_does_not(self, store):
         """A write to an item outside the batch leaves the batch's precondition holding."""

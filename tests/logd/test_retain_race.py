@@ -1,10 +1,10 @@
 """A retain pass served over the wire while writers in processes of their own race it (socket and HTTP).
 
 The pass reads, then queues one batch at a time on logd's writer, so other clients' writes land between
-its batches: a write to an item the pass selected makes that item's batch fail its guard (``skipped``).
-Whatever the interleaving, no acknowledged write is lost -- every item the pass deleted was, as last
-acknowledged before its delete, one the rule expires at the pass's ``now`` -- commits stay gapless, and
-replaying the log gives the final state.
+its batches: a write to an item the pass selected makes that item's batch fail its guard, and its items are
+read again and tried again (``retried``). Whatever the interleaving, no acknowledged write is lost -- every
+item the pass deleted was, as last acknowledged before its delete, one the rule expires at the pass's
+``now`` -- commits stay gapless, and replaying the log gives the final state.
 """
 
 from __future__ import annotations
@@ -83,10 +83,10 @@ def retain_over(served: ServerThread, transport: str) -> dict:
 
 
 class TestRacingWritersOverTheWire:
-    def test_skips_lose_nothing_and_replay(self, tmp_path, clock):
+    def test_retries_lose_nothing_and_replay(self, tmp_path, clock):
         """Writers over a socket and over HTTP, each a process, rewrite random jobs while passes run (asked
-        over a socket, then HTTP, ...): some batch is skipped in some pass, no acknowledged write is lost,
-        commits are gapless, and replaying the log gives the final state."""
+        over a socket, then HTTP, ...): some batch fails its guard and is tried again in some pass, no
+        acknowledged write is lost, commits are gapless, and replaying the log gives the final state."""
         store = Store.open(str(tmp_path / "raced.sqlite3"), settings=Settings(synchronous="normal"), clock=clock)
         rule = parse_retain({"what": [RULE]}).rules[0]
         passes: list[tuple[int, dict]] = []  # (the commit that reset the jobs, the pass's answer)
@@ -100,14 +100,14 @@ class TestRacingWritersOverTheWire:
                         reset = logd.patch([{"set": "jobs", "value": {f"j{i:03d}": EXPIRED for i in range(JOBS)}}])
                     answer = retain_over(served, "socket" if attempt % 2 == 0 else "http")
                     passes.append((reset.commit, answer))
-                    if answer["rules"][0].get("skipped", 0) > 0 and attempt >= 1:
+                    if answer["rules"][0].get("retried", 0) > 0 and attempt >= 1:
                         break
             finally:
                 (tmp_path / "stop").touch()
                 for process, _ in writers:
                     assert process.wait(timeout=60) == 0
         writes = [write for _, log in writers for write in acknowledged(log)]
-        assert any(answer["rules"][0].get("skipped", 0) > 0 for _, answer in passes), passes
+        assert any(answer["rules"][0].get("retried", 0) > 0 for _, answer in passes), passes
 
         log = list(store.backend.commits(1, (0,)))
         assert [record.number for record in log] == list(range(1, store.head + 1))  # gapless

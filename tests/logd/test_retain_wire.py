@@ -17,7 +17,7 @@ from retain.cli import main
 from retain.errors import InvalidDocument, InvalidPolicy
 from retain.logd import Store
 from retain.logd.client import Client
-from retain.logd.schedule import describe_answer, parse_schedule, run_schedule
+from retain.logd.schedule import describe_answer, parse_schedule, reasked, run_schedule
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
 from retain.wire import Or, dump_braced, load
@@ -306,6 +306,62 @@ class TestSchedule:
         log = process.stderr.read()
         assert "retain schedule from" in log and "deleted 1 (jobs.*: 1)" in log and "stopped after" in log
         assert list(store.session().list("jobs.*").items) == ["young"]
+
+    def test_retry(self):
+        """retry is how soon rules that skipped items are asked again: a duration, by default the lesser of a
+        minute and the beat; a beat of a subset of the rules asks only those, in the file's order."""
+        assert parse_schedule(SCHEDULE).retry_after == timedelta(seconds=1)
+        assert parse_schedule(SCHEDULE.replace('every = "1s"', 'every = "1h"')).retry_after == timedelta(minutes=1)
+        schedule = parse_schedule(SCHEDULE.replace('every = "1s"', 'every = "1h"\nretry = "5m"') +
+                                  '[[rule]]\npath = "events(*)"\nage = ".at"\nafter = "1y"\n')
+        assert schedule.retry_after == timedelta(minutes=5)
+        now = datetime(2026, 9, 12, 8, tzinfo=timezone.utc)
+        assert [rule["path"] for rule in schedule.request_at(now, [1])["retain"]["what"]] == ["events(*)"]
+        with pytest.raises(InvalidPolicy, match="field 'retry': invalid duration 'soon'"):
+            parse_schedule('retry = "soon"\n' + SCHEDULE)
+
+    def test_reasked(self):
+        """The rules to ask again are those of the rules sent whose answer reported skipped items; none of an
+        error answer."""
+        answer = {"result": {"retain": {"rules": [{"path": "a.*", "deleted": 1, "skipped": 2},
+                                                  {"path": "b.*", "deleted": 0, "retried": 3},
+                                                  {"path": "c.*", "deleted": 0, "skipped": 1, "owner": "logd"}]}}}
+        assert reasked(answer, [0, 1, 2]) == (0, 2)
+        assert reasked(answer, [3, 5, 7]) == (3, 7)
+        assert reasked({"error": {"code": "storage_error", "message": "down"}}, [0]) == ()
+
+    @pytest.mark.parametrize("backend_name", ["postgres"])
+    def test_rules_that_skipped_are_asked_again_on_the_next_beat(self, served, store):
+        """A pass that must skip an item (written after the read with a value only the general path can judge on
+        PostgreSQL, a \\u0000 escape jsonb refuses): the next beat comes retry after the first and asks only that
+        rule, and that pass deletes the item; the beat after it is the regular one, an hour on."""
+        store.session().patch([{"set": "jobs", "value": {
+            "a": {"status": "done", "updatedAt": "2026-09-01T00:00:00Z"},
+            "b": {"status": "done", "updatedAt": "2026-09-01T00:00:00Z"}}}, {"set": "runs", "value": {}}])
+
+        def race(record):  # after the pass deleted jobs.a, and before it tries jobs.b
+            if record.author == "verse/retention" and record.ops == ({"delete": "jobs.a"},):
+                store.session(author="racer").patch([{"set": "jobs.b.note", "value": "\u0000"}])
+
+        store.listen(race)
+        policy = SCHEDULE.replace('every = "1s"', 'every = "1h"\nretry = "1s"').replace("batch = 2", "batch = 1")
+        policy += '[[rule]]\npath = "runs.*"\nage = ".at"\nafter = "1y"\n'
+        answers, stop = [], threading.Event()
+        errors: list[Exception] = []
+        beating = threading.Thread(target=run_schedule, args=(parse_schedule(policy), served.address), kwargs={
+            "stop": stop, "on_answer": lambda now, answer: answers.append(answer),
+            "on_error": lambda now, error: errors.append(error)})
+        beating.start()
+        try:
+            wait_for(lambda: len(answers) >= 2 or errors, what="the beat that asks again", timeout=60.0)
+        finally:
+            stop.set()
+            beating.join(timeout=60)
+        assert errors == [] and len(answers) == 2, (errors, answers)
+        assert answers[0]["result"]["retain"]["rules"] == [{"path": "jobs.*", "deleted": 1, "skipped": 1},
+                                                           {"path": "runs.*", "deleted": 0}]
+        assert answers[1]["result"]["retain"]["rules"] == [{"path": "jobs.*", "deleted": 1}]
+        assert store.session().get("jobs").value == {}
 
     def test_unreachable(self):
         """A logd that cannot be reached is reported for that beat; the schedule goes on."""

@@ -185,6 +185,65 @@ def check_command(db: str) -> None:
     click.echo(f"{shown}: ok")
 
 
+@logd.command("backup")
+@click.option("--db", required=True, envvar="RETAIN_LOGD_DB", show_envvar=True, metavar="FILE",
+              help="The store to copy: a SQLite file (PATH or sqlite:PATH), served or not. A PostgreSQL store is "
+                   "copied with pg_dump (docs/operating.md, 'Backup and restore').")
+@click.argument("dest", metavar="DEST")
+@click.option("--force", is_flag=True, help="Replace a file at DEST (else a DEST that exists is refused).")
+@click.option("--step-pages", type=click.IntRange(min=1),
+              help="Pages copied per step, each step a few milliseconds' work [1024: 4 MiB].")
+@click.option("--pause", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Seconds to sleep between two steps, to leave a shared disk room.")
+def backup_command(db: str, dest: str, force: bool, step_pages: int | None, pause: float) -> None:
+    """Copy a SQLite store to DEST as of one commit, while it serves.
+
+    The copy is read inside one read transaction, a few pages at a step
+    (SQLite's online backup API): the server goes on committing, and
+    the copy holds the store as of the commit that was its head when
+    the copy began. DEST is written beside and renamed into place once
+    whole. Prints the copy's commit; `retain logd check --db DEST`
+    checks it, `retain logd restore DEST --db FILE` puts it back.
+
+    \b
+    Example:
+        retain logd backup --db /var/lib/retain/logd.sqlite3 /backups/logd-$(date +%F).sqlite3
+        retain logd backup --db logd.sqlite3 logd-backup.sqlite3 --force --pause 0.01
+    """
+    from retain.logd.backup import STEP_PAGES, backup
+
+    taken = backup(db, dest, force=force, step_pages=step_pages or STEP_PAGES, pause=pause)
+    click.echo(f"{taken.path}: commit {taken.commit}, {taken.pages} pages, {taken.bytes} bytes in "
+               f"{taken.seconds:.2f} s")
+
+
+@logd.command("restore")
+@click.argument("source", metavar="SRC")
+@click.option("--db", required=True, envvar="RETAIN_LOGD_DB", show_envvar=True, metavar="FILE",
+              help="The store to restore: a SQLite file (PATH or sqlite:PATH), made if missing. A PostgreSQL store is "
+                   "restored with pg_restore (docs/operating.md, 'Backup and restore').")
+@click.option("--force", is_flag=True, help="Replace the store at --db (else a store there is refused).")
+def restore_command(source: str, db: str, force: bool) -> None:
+    """Put the backup SRC in place as the SQLite store --db.
+
+    SRC is checked first (SQLite's quick check, logd's tables). A store
+    already at --db is replaced only with --force, and never while
+    anything has it open: stop the logd serving it first. The target
+    then holds either what it held or the whole backup. Watchers must
+    read again: see docs/operating.md, 'Backup and restore'.
+
+    \b
+    Example:
+        retain logd restore /backups/logd-2026-09-12.sqlite3 --db /var/lib/retain/logd.sqlite3 --force
+        retain logd restore logd-backup.sqlite3 --db fresh.sqlite3
+    """
+    from retain.logd.backup import restore
+
+    done = restore(source, db, force=force)
+    click.echo(f"{done.path}: restored at commit {done.commit}" + (" (replaced the store there)" if done.replaced
+                                                                     else ""))
+
+
 def server_security(tokens_file: str | None, insecure: bool, tls_cert: str | None, tls_key: str | None,
                     socket_mode: str, addresses: list[Any]) -> tuple[Any, tuple[str, str] | None, int]:
     """The serve options that decide who may connect, checked before anything opens: (tokens, tls, socket mode)."""

@@ -8,7 +8,8 @@ See ``docs/logd.md``. The embedded store::
     ops.patch([{"set": "jobs.j1", "value": {"status": "done"}}])
 
 Retention is a request (seed 004): :func:`run_retain` ages records out as ordinary,
-precondition-guarded delete commits.
+precondition-guarded delete commits. :func:`backup` copies a SQLite store at one commit while it
+serves; :func:`restore` puts a copy back.
 
 Served (``retain logd serve``) it speaks YAML or JSON documents over a stream socket
 and HTTP; :class:`Client` and :class:`AsyncClient` talk to it.
@@ -19,6 +20,7 @@ and :mod:`retain.wire` -- the documents, their tags (re-exported here: :class:`O
 docd, streams or archive.
 """
 
+from retain.logd.backup import Backup, Restore, backup, restore
 from retain.logd.client import AsyncClient, Client
 from retain.logd.paths import Path, parse
 from retain.logd.postgres import PostgresBackend
@@ -36,6 +38,7 @@ __all__ = [
     "AsyncClient",
     "AutoId",
     "Backend",
+    "Backup",
     "Client",
     "Compaction",
     "Delta",
@@ -47,6 +50,7 @@ __all__ = [
     "PostgresBackend",
     "Raw",
     "Read",
+    "Restore",
     "RetainRequest",
     "RetainResult",
     "RetainRule",
@@ -61,8 +65,10 @@ __all__ = [
     "Store",
     "Tier",
     "Written",
+    "backup",
     "parse",
     "parse_retain",
+    "restore",
     "run_retain",
     "select",
 ]

@@ -7,7 +7,8 @@
 | ``retain_logd_request_duration_seconds`` | histogram: from a request's arrival to its answer | ``verb`` |
 | ``retain_logd_requests_total`` | counter | ``verb``, ``outcome`` (``ok`` or the error code) |
 | ``retain_logd_retain_deleted_total`` | counter: items retain requests deleted | |
-| ``retain_logd_retain_skipped_total`` | counter: items skipped (their state moved under the pass) | |
+| ``retain_logd_retain_skipped_total`` | counter: items skipped (their state moved under the pass, every try) | |
+| ``retain_logd_retain_retried_total`` | counter: items tried again after their batch's guard failed | |
 | ``retain_logd_retain_unreadable_total`` | counter: items a rule could not read | |
 | ``retain_logd_store_size_bytes`` | gauge, read at scrape: the SQLite file with its WAL | |
 
@@ -68,6 +69,9 @@ class LogdMetrics:
         self.skipped = Counter("retain_logd_retain_skipped",
                                "Items retain requests skipped because they changed under the pass.",
                                registry=self.registry)
+        self.retried = Counter("retain_logd_retain_retried",
+                               "Items retain requests read again and tried again after their batch's guard failed.",
+                               registry=self.registry)
         self.unreadable = Counter("retain_logd_retain_unreadable", "Items retain rules could not read.",
                                   registry=self.registry)
         self.registry.register(_StoreCollector(store_path, head))
@@ -79,7 +83,7 @@ class LogdMetrics:
         self.commits.inc()
 
     def observe(self, request: Any, answer: dict[str, Any], seconds: float) -> None:
-        """Count one answered request; a retain answer adds its deleted, skipped and unreadable items."""
+        """Count one answered request; a retain answer adds its deleted, skipped, retried and unreadable items."""
         verb = verb_of(request)
         error = answer.get("error") if isinstance(answer, dict) else None
         outcome = str(error.get("code", "error")) if isinstance(error, dict) else "ok"
@@ -96,6 +100,7 @@ class LogdMetrics:
             if isinstance(rule, dict):
                 self.deleted.inc(int(rule.get("deleted", 0)))
                 self.skipped.inc(int(rule.get("skipped", 0)))
+                self.retried.inc(int(rule.get("retried", 0)))
                 self.unreadable.inc(int(rule.get("unreadable", 0)))
         self._remember(_summary(body))
 

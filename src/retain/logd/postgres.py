@@ -288,7 +288,7 @@ class _Reads:
         expired: list[tuple[str, str]] = []
         unreadable = records = 0
         after, end, cut = container + SEP, container + _AFTER_SEP, len(container) + 1
-        instants: dict[str, datetime | None] = {}
+        stamps = _Stamps(cutoff)
         db = self._conn()
         try:
             # A savepoint: a value holding \u0000, which jsonb refuses, fails the query, not the snapshot.
@@ -305,17 +305,10 @@ class _Reads:
                         name = key[cut:]
                         if SEP in name:
                             continue  # a record beneath an item: counted against the budget, no item
-                        if stamp is None:
+                        verdict = stamps.verdict(stamp, holds)
+                        if verdict is _UNREADABLE:
                             unreadable += 1
-                            continue
-                        if stamp not in instants:
-                            if len(instants) >= _INSTANTS:
-                                instants.clear()  # stamps that all differ: the cache only costs memory
-                            instants[stamp] = parse_rfc3339(stamp)
-                        stamped = instants[stamp]
-                        if stamped is None:
-                            unreadable += 1
-                        elif cutoff is not None and stamped <= cutoff and holds:
+                        elif verdict is _EXPIRED:
                             expired.append((name, stamp))
                     if read < page:
                         break
@@ -323,6 +316,55 @@ class _Reads:
         except psycopg.errors.UntranslatableCharacter:
             return None  # the general path reads such a container, and answers the same
         return Selected(Selection(tuple(expired), unreadable), records)
+
+    @_translated
+    def reselect_items(self, scope: int, container: str, at: int, test: ItemTest, cutoff: datetime | None,
+                       names: Sequence[str]) -> tuple[tuple[str, str], ...] | None:
+        if _flat_fields(test) is None:
+            return None
+        # Of each named item, the view's newest version (one index probe each), read as select_items reads it.
+        matched, params = _match_sql(test, "j")
+        query = ("SELECT b.name, CASE WHEN jsonb_typeof(j -> %(age)s) = 'string' THEN j ->> %(age)s END, "
+                 f"{matched} FROM unnest(%(names)s::text[]) WITH ORDINALITY AS b(name, position) CROSS JOIN LATERAL ("
+                 "SELECT CASE WHEN kind = 1 THEN value::jsonb END AS j FROM nodes "
+                 f"WHERE {_scopes(scope)} AND key = (%(prefix)s || b.name) COLLATE \"C\" AND rev <= %(at)s "
+                 f"ORDER BY scope DESC, rev DESC LIMIT 1) AS v ORDER BY b.position")
+        params |= {"at": at, "age": test.age[0], "names": list(names), "prefix": container + SEP}
+        stamps = _Stamps(cutoff)
+        db = self._conn()
+        try:
+            with db.transaction():  # a savepoint, as in select_items
+                rows = db.execute(query, params).fetchall()
+        except psycopg.errors.UntranslatableCharacter:
+            return None  # a value jsonb refuses: written since the selection read it, and not to be judged here
+        return tuple((name, stamp) for name, stamp, holds in rows if stamps.verdict(stamp, holds) is _EXPIRED)
+
+
+_UNREADABLE, _EXPIRED, _KEPT = "unreadable", "expired", "kept"
+
+
+class _Stamps:
+    """What a selection decides of an item from the stamp text and the match read in SQL, the stamp read in Python
+    by the function the pure selection uses -- each distinct text once (most containers repeat few)."""
+
+    def __init__(self, cutoff: datetime | None) -> None:
+        self.cutoff = cutoff
+        self.instants: dict[str, datetime | None] = {}
+
+    def verdict(self, stamp: str | None, holds: bool) -> str:
+        """:data:`_UNREADABLE`, :data:`_EXPIRED` or :data:`_KEPT`, as :func:`~retain.logd.retain_rules.select`
+        decides."""
+        if stamp is None:
+            return _UNREADABLE
+        instants = self.instants
+        if stamp not in instants:
+            if len(instants) >= _INSTANTS:
+                instants.clear()  # stamps that all differ: the cache only costs memory
+            instants[stamp] = parse_rfc3339(stamp)
+        stamped = instants[stamp]
+        if stamped is None:
+            return _UNREADABLE
+        return _EXPIRED if self.cutoff is not None and stamped <= self.cutoff and holds else _KEPT
 
 
 def _latest_absent_sql(scope: int, parent: str, first: str, last: str, at: str) -> str:
@@ -616,8 +658,9 @@ class PostgresBackend(_Reads):
 
     @_translated
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
-                     at: int, rev: int, *, beneath: bool = True) -> int:
-        # ``beneath`` is not needed: one index range per item reads the item and what lies beneath it at once.
+                     at: int, rev: int, *, since: int | None = None, beneath: bool = True) -> int:
+        # ``since`` and ``beneath`` are not needed: one index range per item reads the item and what lies beneath it
+        # at once, in the statement that checks its guard.
         if _flat_fields(test) is None:
             raise StorageError(f"delete_items: this backend cannot say {test} in SQL; select_items answered None")
         prefix = container + SEP

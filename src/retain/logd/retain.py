@@ -11,7 +11,11 @@ A client sends rules and a time; for each rule, in order, the pass
    item the timestamp read and the rule's match: checked by the backend in the statement that
    writes the batch's tombstones (:meth:`~retain.logd.storage.Backend.delete_items`), or, on the
    general path, as a :meth:`Session.patch` precondition. A batch whose guard no longer holds
-   wrote nothing: its items count as ``skipped`` and are not tried again in this pass.
+   wrote nothing: its items are read again afresh (the same ``now``, the same rule), those the rule
+   no longer takes are left alone, and the rest are tried again in two halves, each under a guard on
+   what that read saw -- halving down to one item, at most :func:`tries` times in all. An item that
+   has not been written since the pass read it is alone in its batch by the last of them, and goes;
+   only an item that lost every try counts as ``skipped`` (``retried`` counts the items tried again).
 
 The pass is a generator of :class:`Step`\\ s -- one read per rule, one write per batch -- so that
 whoever drives it decides where each runs: :func:`run_retain` runs them in place, one after the
@@ -34,7 +38,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Generator, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -51,12 +55,17 @@ from retain.logd.storage import KEYED, MAP, Reads, Selected, Selection
 from retain.logd.store import Session, Written
 from retain.logd.view import View, iter_items, leaves, locate, over_budget, read_value
 
-__all__ = ["BeforeBatch", "Pass", "RetainResult", "RuleResult", "Step", "drive", "drive_async", "retain_pass",
-           "run_retain"]
+__all__ = ["RETRIES_ALONE", "BeforeBatch", "Pass", "RetainResult", "RuleResult", "Step", "drive", "drive_async",
+           "retain_pass", "run_retain", "tries"]
 
 
-#: ``before_batch(rule_index, item_paths)``: called between the read and each batch's delete.
+#: ``before_batch(rule_index, item_paths)``: called before each delete a rule tries -- a batch, or part of one
+#: tried again -- after the read its guard asserts.
 BeforeBatch = Callable[[int, tuple[Path, ...]], None]
+
+#: the tries an item still gets once it is alone in its batch: for an item written since the read but still
+#: expired, whose every read again may be followed by another write
+RETRIES_ALONE = 2
 
 _HIDDEN = object()  # an item whose timestamp (or match) lies inside !raw: retain never looks there
 
@@ -67,30 +76,34 @@ Pass = Generator[Step, Any, "RetainResult"]
 
 @dataclass(frozen=True, slots=True)
 class RuleResult:
-    """What one rule did. ``deleted + skipped`` are the items it selected; ``unreadable`` items had
-    no timestamp it could read. ``read_at`` and ``commits`` stay off the wire."""
+    """What one rule did. ``unreadable`` items had no timestamp it could read. Of the items it selected,
+    ``deleted`` went and ``skipped`` lost every try; the rest were written since the read so that the rule no
+    longer takes them, and stay. ``retried`` items were read again after their batch's guard failed and tried
+    again (each counted once; they are among ``deleted`` and ``skipped``). ``read_at`` and ``commits`` stay off
+    the wire."""
 
     path: str
     deleted: int
     unreadable: int = 0
     skipped: int = 0
+    retried: int = 0
     read_at: int = 0
     commits: tuple[int, ...] = ()
 
     def to_document(self) -> dict[str, Any]:
-        """``{path, deleted, unreadable?, skipped?}``: ``deleted`` always, the other two only when not zero."""
+        """``{path, deleted, unreadable?, skipped?, retried?}``: ``deleted`` always, the others only when not zero."""
         document: dict[str, Any] = {"path": self.path, "deleted": self.deleted}
-        if self.unreadable:
-            document["unreadable"] = self.unreadable
-        if self.skipped:
-            document["skipped"] = self.skipped
+        document.update(self._counts())
         return document
 
     def summary(self) -> str:
-        """``jobs.*: 300, 2 unreadable, 1 skipped`` (zero counts left out)."""
-        counts = [f"{count} {name}" for count, name in ((self.unreadable, "unreadable"), (self.skipped, "skipped"))
-                  if count]
-        return ", ".join([f"{self.path}: {self.deleted}", *counts])
+        """``jobs.*: 300, 2 unreadable, 1 skipped, 4 retried`` (zero counts left out)."""
+        return ", ".join([f"{self.path}: {self.deleted}", *(f"{count} {name}" for name, count in self._counts())])
+
+    def _counts(self) -> list[tuple[str, int]]:
+        """The counts the wire carries only when not zero, in their order there."""
+        return [(name, count) for name, count in (("unreadable", self.unreadable), ("skipped", self.skipped),
+                                                  ("retried", self.retried)) if count]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +129,8 @@ class RetainResult:
         now = parse_rfc3339(document["now"])
         if now is None:
             raise InvalidRequest(f"a retain result carries an RFC 3339 now (got {document['now']!r})")
-        rules = tuple(RuleResult(rule["path"], rule["deleted"], rule.get("unreadable", 0), rule.get("skipped", 0))
-                      for rule in document["rules"])
+        rules = tuple(RuleResult(rule["path"], rule["deleted"], rule.get("unreadable", 0), rule.get("skipped", 0),
+                                 rule.get("retried", 0)) for rule in document["rules"])
         return cls(now, document["commit"], rules)
 
     def summary(self) -> str:
@@ -133,7 +146,7 @@ def run_retain(session: Session, request: RetainRequest | Mapping[str, Any], *,
     The request is checked whole first (a body is parsed with
     :func:`~retain.logd.retain_rules.parse_retain`). Without ``now`` it ages by the store's clock,
     read once here; the result carries the ``now`` used. ``before_batch`` is called between the
-    read and every batch (tests race a writer there). Every step runs here, one after the other.
+    read and every delete it tries (tests race a writer there). Every step runs here, one after the other.
 
     Raises:
         InvalidRetain: the request cannot mean what it says (nothing ran), or a rule disagrees with
@@ -160,52 +173,113 @@ def _steps(session: Session, request: RetainRequest, before_batch: BeforeBatch |
     now = request.now if request.now is not None else store.clock()
     done: list[RuleResult] = []
     for index, rule in enumerate(request.rules):
-        committed: list[tuple[int, int]] = []  # (commit, items) of this rule's batches so far
-        skipped = 0
+        tally = _Tally()
         try:
             read: _Read = yield Step(partial(_read, session, rule, now), writes=not store.backend.reads_apart)
             expired = read.selection.expired
-            # The commit at which nothing lies beneath the container's items, while only this pass commits.
-            clear_at = None if read.beneath else read.at
+            hook = None if before_batch is None else partial(before_batch, index)
             for start in range(0, len(expired), request.batch):
-                batch = expired[start:start + request.batch]
-                if before_batch is not None:
-                    before_batch(index, tuple(rule.item(name) for name, _ in batch))
-                written: Written | None = yield Step(partial(read.delete, session, batch, request.author, clear_at),
-                                                     writes=True)
-                if written is None:
-                    skipped += len(batch)  # the state moved under the pass; asking again reads it afresh
-                else:
-                    committed.append((written.commit, len(batch)))
-                    # Right after ``clear_at`` this batch added tombstones only; after another's commit, who knows.
-                    clear_at = written.commit if clear_at is not None and written.commit == clear_at + 1 else None
+                yield from _settle(session, read, expired[start:start + request.batch], request.author, tally, hook)
         except LogdError as exc:
-            raise _failed(exc, request, index, done, committed) from exc
-        done.append(RuleResult(str(rule.path), sum(items for _, items in committed), read.selection.unreadable,
-                               skipped, read.at, tuple(commit for commit, _ in committed)))
+            raise _failed(exc, request, index, done, tally.committed) from exc
+        done.append(RuleResult(str(rule.path), sum(items for _, items in tally.committed), read.selection.unreadable,
+                               tally.skipped, len(tally.retried), read.at,
+                               tuple(commit for commit, _ in tally.committed)))
     commit = max(max((rule.read_at, *rule.commits)) for rule in done)
     return RetainResult(now, commit, tuple(done))
 
 
+def tries(batch: int) -> int:
+    """The most deletes a batch of ``batch`` items may try for one item: one per halving down to one item -- so
+    that an item nobody writes is alone in its batch by the last of them, where nothing else can fail its
+    guard -- and :data:`RETRIES_ALONE` more.
+
+    Example:
+        >>> tries(256), tries(1)
+        (11, 3)
+    """
+    return (batch - 1).bit_length() + 1 + RETRIES_ALONE
+
+
+@dataclass(slots=True)
+class _Tally:
+    """One rule's deletes so far: ``(commit, items)`` of each committed, the items skipped, the names of those tried
+    again."""
+
+    committed: list[tuple[int, int]] = field(default_factory=list)
+    skipped: int = 0
+    retried: set[str] = field(default_factory=set)
+
+
+def _settle(session: Session, read: _Read, batch: tuple[tuple[str, str], ...], author: str | None, tally: _Tally,
+            before: Callable[[tuple[Path, ...]], None] | None) -> Generator[Step, Any, None]:
+    """Delete one batch: as one commit under its guard; where the guard fails, read its items again afresh and try
+    those the rule still takes in two halves, each under a guard on that read, down to one item, at most
+    :func:`tries` times in all. The work is a stack with the first half on top, so items go in container order.
+    Each part goes with the commit its marks were read at, and whether records may have lain beneath its items then
+    (the read again does not count them)."""
+    store = session.store
+    pending = [(batch, tries(len(batch)), read.at, read.beneath)]
+    while pending:
+        items, left, since, beneath = pending.pop()
+        if before is not None:
+            before(tuple(read.rule.item(name) for name, _ in items))
+        written: Written | None = yield Step(partial(read.delete, session, items, author, since, beneath),
+                                             writes=True)
+        if written is not None:
+            tally.committed.append((written.commit, len(items)))
+            continue
+        if left == 1:
+            tally.skipped += len(items)  # every try lost: asking again reads the items afresh
+            continue
+        names = tuple(name for name, _ in items)
+        again: tuple[int, tuple[tuple[str, str], ...]] | None = yield Step(
+            partial(read.again, session, names), writes=not store.backend.reads_apart)
+        if again is None:
+            tally.skipped += len(items)  # they cannot be judged now (Reads.reselect_items)
+            continue
+        at, fresh = again
+        tally.retried.update(name for name, _ in fresh)
+        half = (len(fresh) + 1) // 2
+        for part in (fresh[half:], fresh[:half]):
+            if part:
+                pending.append((part, left - 1, at, True))
+
+
 @dataclass(frozen=True, slots=True)
 class _Read:
-    """What a rule read at commit ``at``: its selection, and how its batches are deleted -- by the backend's
-    guarded statement when the backend selected (``in_sql``), else as patches under preconditions.
+    """What a rule read at commit ``at``, aging by ``now``: its selection, and how its batches are deleted -- by the
+    backend's guarded statement when the backend selected (``in_sql``), else as patches under preconditions.
     ``beneath``: whether records may lie beneath the items (False: the backend's selection saw none)."""
 
     rule: RetainRule
+    now: datetime
     selection: Selection
     at: int
     in_sql: bool
     beneath: bool = True
 
-    def delete(self, session: Session, batch: tuple[tuple[str, str], ...], author: str | None,
-               clear_at: int | None = None) -> Written | None:
-        """One batch as one commit under its guard; None (nothing written) when the guard failed. ``clear_at``:
-        a commit at which no record lay beneath the container's items."""
+    def again(self, session: Session, names: tuple[str, ...]) -> tuple[int, tuple[tuple[str, str], ...]] | None:
+        """Read the named items afresh, on a snapshot at the head, and select among them as the read did (the same
+        ``now``, the same rule): the commit read at, and those the rule still takes, in the order named, each with
+        what its guard is to assert now. None when they cannot be judged now (the backend could not read them in
+        its SQL)."""
+        store, rule = session.store, self.rule
+        with store.backend.reading() as reader:
+            view = View(reader, reader.head()[0], session.scope_id)
+            if not self.in_sql:
+                return view.at, select(_named_items(view, rule, store.schema, names), rule, self.now).expired
+            fresh = reader.reselect_items(view.scope, record_key(rule.container), view.at, rule.test,
+                                          cutoff(self.now, rule.after), names)
+            return None if fresh is None else (view.at, fresh)
+
+    def delete(self, session: Session, batch: tuple[tuple[str, str], ...], author: str | None, since: int,
+               beneath: bool = True) -> Written | None:
+        """One batch as one commit under its guard; None (nothing written) when the guard failed. ``since``: the
+        commit its marks were read at; ``beneath`` False: no record lay beneath its items then."""
         if self.in_sql:
             return session.store._delete_items(session, self.rule.container, batch, self.rule.test, author=author,
-                                               clear_at=clear_at)
+                                               since=since, beneath=beneath)
         paths = [self.rule.item(name) for name, _ in batch]
         precondition = {path: item_pattern(self.rule, stamp) for path, (_, stamp) in zip(paths, batch)}
         try:
@@ -229,8 +303,8 @@ def _read(session: Session, rule: RetainRule, now: datetime) -> _Read:
         view = View(reader, reader.head()[0], session.scope_id)
         selected = None if _raw_below(schema, container) else _select_in_sql(reader, view, rule, now, budget)
         if selected is not None:
-            return _Read(rule, selected.selection, view.at, in_sql=True, beneath=selected.beneath)
-        return _Read(rule, select(_items(view, rule, schema, budget), rule, now), view.at, in_sql=False)
+            return _Read(rule, now, selected.selection, view.at, in_sql=True, beneath=selected.beneath)
+        return _Read(rule, now, select(_items(view, rule, schema, budget), rule, now), view.at, in_sql=False)
 
 
 def _select_in_sql(reader: Reads, view: View, rule: RetainRule, now: datetime, budget: int) -> Selected | None:
@@ -277,6 +351,20 @@ def _items(view: View, rule: RetainRule, schema: Schema, budget: int) -> Iterato
     if any(schema_rule.raw for schema_rule in schema.rules):
         return ((name, _HIDDEN if _needs_raw(schema, rule, name) else value) for name, value in items)
     return items
+
+
+def _named_items(view: View, rule: RetainRule, schema: Schema, names: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
+    """The named items of the container that are still there, as ``(name, value)`` pairs, as :func:`_items` gives
+    them (an item whose timestamp or match lies inside ``!raw`` hidden)."""
+    raw = any(schema_rule.raw for schema_rule in schema.rules)
+    for name in names:
+        if raw and _needs_raw(schema, rule, name):
+            yield name, _HIDDEN
+            continue
+        try:
+            yield name, read_value(view, rule.item(name))
+        except NotFound:
+            continue  # deleted since the read: nothing to age
 
 
 def _needs_raw(schema: Schema, rule: RetainRule, name: str) -> bool:

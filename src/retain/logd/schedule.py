@@ -5,6 +5,7 @@ that caller, declared in TOML (``docs/logd.md``, "Retain on a schedule")::
 
     connect = "127.0.0.1:7420"      # optional: HOST:PORT or unix:PATH (--connect overrides)
     every = "1h"                    # the beat: a duration (1h, 90m, 1d)
+    retry = "1m"                    # optional: how soon the rules that skipped items are asked again
     author = "verse/retention"      # optional: the author of the delete commits
     scope = "trial-1"               # optional: run in this scope
     batch = 256                     # optional: the most items one delete commit removes
@@ -23,13 +24,19 @@ that caller, declared in TOML (``docs/logd.md``, "Retain on a schedule")::
 The file is checked whole before anything connects (rules as a retain request is:
 :func:`~retain.logd.retain_rules.parse_retain`). Each beat sends ``{retain: {now, ...}}``
 with ``now`` read from the caller's clock at that beat, over a fresh connection.
+
+A rule whose answer reports ``skipped`` items (items written again and again under the
+pass) is asked again on the next beat, which then comes ``retry`` after the one before
+started (the lesser of one minute and ``every`` when not set) and sends only those rules
+(:func:`reasked`); the beat after it is the regular one, ``every`` after the last regular
+beat began. With ``retry`` at ``every`` or more, the regular beat asks again.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -45,10 +52,12 @@ from retain.logd.retain import RetainResult
 from retain.logd.retain_rules import RetainRequest, parse_retain
 from retain.wire import from_plain
 
-__all__ = ["RetainSchedule", "describe_answer", "load_schedule", "parse_schedule", "run_schedule", "schedule_beat",
-           "send_retain"]
+__all__ = ["DEFAULT_RETRY", "RetainSchedule", "describe_answer", "load_schedule", "parse_schedule", "reasked",
+           "run_schedule", "schedule_beat", "send_retain"]
 
-TOP_FIELDS = ("connect", "every", "author", "scope", "batch", "rule")
+TOP_FIELDS = ("connect", "every", "retry", "author", "scope", "batch", "rule")
+#: how soon rules that skipped items are asked again, when the file does not say (never later than ``every``)
+DEFAULT_RETRY = timedelta(minutes=1)
 
 Clock = Callable[[], datetime]
 
@@ -63,10 +72,20 @@ class RetainSchedule:
     every: timedelta
     connect: str | None = None
     scope: str | None = None
+    retry: timedelta | None = None
 
-    def request_at(self, now: datetime) -> dict[str, Any]:
-        """The request document one beat sends: ``{retain: {now, batch, author?, what}}``."""
-        return {"retain": dataclasses.replace(self.request, now=now).to_document()}
+    def request_at(self, now: datetime, rules: Sequence[int] | None = None) -> dict[str, Any]:
+        """The request document one beat sends: ``{retain: {now, batch, author?, what}}``; with ``rules`` (indices
+        into the file's rules), only those, in that order."""
+        request = dataclasses.replace(self.request, now=now)
+        if rules is not None:
+            request = dataclasses.replace(request, rules=tuple(self.request.rules[index] for index in rules))
+        return {"retain": request.to_document()}
+
+    @property
+    def retry_after(self) -> timedelta:
+        """How soon after a beat whose answer skipped items the rules that did are asked again."""
+        return self.retry if self.retry is not None else min(self.every, DEFAULT_RETRY)
 
 
 def load_schedule(path: str | Path) -> RetainSchedule:
@@ -93,6 +112,7 @@ def parse_schedule(text: str, source: str = "<string>") -> RetainSchedule:
     if "every" not in document:
         raise InvalidPolicy(f"{where.field('every')}: missing: the beat, a duration such as \"1h\"")
     every = _fields.duration(document["every"], "every", where)
+    retry = _fields.duration(document["retry"], "retry", where) if "retry" in document else None
     rules = document.get("rule")
     if not isinstance(rules, list) or not rules:
         raise InvalidPolicy(f"{source}: at least one [[rule]] table is required "
@@ -107,7 +127,7 @@ def parse_schedule(text: str, source: str = "<string>") -> RetainSchedule:
     except InvalidInput as exc:
         shown = str(exc).replace("retain what[", "rule[").replace("retain: ", "")
         raise InvalidPolicy(f"{source}: {_numbered(shown)}") from None
-    return RetainSchedule(source, request, every, document.get("connect"), document.get("scope"))
+    return RetainSchedule(source, request, every, document.get("connect"), document.get("scope"), retry)
 
 
 def _numbered(message: str) -> str:
@@ -145,11 +165,29 @@ def _describe_routed(result: dict[str, Any]) -> str:
         if "error" in rule:
             said = f"{rule['error'].get('code')}: {rule['error'].get('message')}"
         else:
-            counts = [f"{rule[name]} {name}" for name in ("unreadable", "skipped") if rule.get(name)]
+            counts = [f"{rule[name]} {name}" for name in ("unreadable", "skipped", "retried") if rule.get(name)]
             said = ", ".join([str(rule.get("deleted", 0)), *counts])
         parts.append(f"{rule['path']} at {rule['owner']}: {said}")
     commit = f", logd commit {result['commit']}" if "commit" in result else ""
     return f"retain at {result['now']}: deleted {result['deleted']} ({'; '.join(parts)}){commit}"
+
+
+def reasked(answer: dict[str, Any], sent: Sequence[int]) -> tuple[int, ...]:
+    """The rules to ask again: of ``sent`` (the file's rules a beat sent, in order), those whose answer reported
+    ``skipped`` items -- through logd or docd alike (each answers the rules in the order sent); none for an error
+    answer, whose rules did not run.
+
+    Example:
+        >>> reasked({"result": {"retain": {"rules": [{"path": "a.*", "deleted": 1},
+        ...                                          {"path": "b.*", "deleted": 0, "skipped": 3}]}}}, [0, 2])
+        (2,)
+    """
+    result = answer.get("result") if isinstance(answer, dict) else None
+    body = result.get("retain") if isinstance(result, dict) else None
+    rules = body.get("rules") if isinstance(body, dict) else None
+    if not isinstance(rules, list):
+        return ()
+    return tuple(index for index, rule in zip(sent, rules) if isinstance(rule, dict) and rule.get("skipped"))
 
 
 def schedule_beat(schedule: RetainSchedule, address: Address, *,
@@ -162,19 +200,34 @@ def schedule_beat(schedule: RetainSchedule, address: Address, *,
     goes to ``on_answer``; a logd that cannot be reached goes to ``on_error``, and the next beat
     tries again. A beat starts ``every`` after the one before started (at once if that ran
     longer); with beats that far apart it does not back off further. ``stop`` ends it when set.
+    A regular beat whose answer reports skipped items has the next beat come
+    ``schedule.retry_after`` after it started, asking only the rules that skipped (:func:`reasked`);
+    the regular beats keep their times.
     """
+    period = schedule.every.total_seconds()
+    retry = schedule.retry_after.total_seconds()
+    everything = tuple(range(len(schedule.request.rules)))
+    again: list[tuple[int, ...]] = []  # the rules the next beat asks again, when it is a re-ask
+
     def one_beat() -> bool:
         now = clock()
+        sent = again.pop() if again else everything
         try:
-            answer = send(address, schedule.request_at(now), scope=schedule.scope)
+            answer = send(address, schedule.request_at(now, None if sent == everything else sent),
+                          scope=schedule.scope)
         except RetainError as exc:
             on_error(now, exc)
             return True
         on_answer(now, answer)
+        if sent != everything:
+            beat.sooner(period - retry)  # back to the regular beat's time
+        elif retry < period and (skipped := reasked(answer, sent)):
+            again.append(skipped)
+            beat.sooner(retry)
         return False
 
-    period = schedule.every.total_seconds()
-    return Beat(one_beat, tick=period, max_backoff=period, name="retain-schedule", stop=stop)
+    beat = Beat(one_beat, tick=period, max_backoff=period, name="retain-schedule", stop=stop)
+    return beat
 
 
 def run_schedule(schedule: RetainSchedule, address: Address, *, stop: threading.Event,

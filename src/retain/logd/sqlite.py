@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from retain.errors import StorageError, StoreDamaged
-from retain.logd.sqlite_items import compile_test, cutoff_params
+from retain.logd.sqlite_items import CompiledTest, compile_test, cutoff_params
 from retain.logd.sqlite_pages import Worker, select_pages
 from retain.logd.storage import (SEP, CommitRecord, ItemTest, ReadAhead, Record, Row, ScopeRecord, Selected,
                                   Selection)
@@ -55,6 +55,8 @@ _T = TypeVar("_T")
 _AFTER_SEP = chr(ord(SEP) + 1)  # above SEP, below every key character: key + _AFTER_SEP ends key's subtree
 _SCOPED = 1 << 48  # added to a scope's revs so that max() prefers a scope's version to the baseline's
 _STATEMENTS = 64  # guarded-delete statements kept, by test and scope
+_SPAN_ROWS = 8  # the rows per item past which a batch's guards are looked up item by item, not read as one range
+_AFTER_LAST = chr(32)  # above SEP and below every key character: key + _AFTER_LAST ends key's subtree and its own
 _RANGE = 65536  # the fewest records a selection gives a range of its own: below, a worker costs what it saves
 _RANGES = 4  # the most ranges a selection runs at once, however many cores there are
 _WORKER_PATIENCE = 10.0  # a worker may take 10 s more than 10 times the reader's own range, then is ended
@@ -125,9 +127,14 @@ def _scopes(scope: int, table: str = "") -> str:
 
 def _newest(scope: int, table: str = "") -> str:
     """The aggregate whose bare columns are a view's version of a key: the scope's newest, else the baseline's."""
+    return f"max({_version(scope, table)})"
+
+
+def _version(scope: int, table: str = "") -> str:
+    """A row's place among a key's versions in a view: its rev, a scope's above every baseline one."""
     if scope == 0:
-        return f"max({table}rev)"
-    return f"max(CASE WHEN {table}scope = 0 THEN {table}rev ELSE {table}rev + {_SCOPED} END)"
+        return f"{table}rev"
+    return f"(CASE WHEN {table}scope = 0 THEN {table}rev ELSE {table}rev + {_SCOPED} END)"
 
 
 class _Reads:
@@ -195,6 +202,17 @@ class _Reads:
         return Selected(Selection(expired, sum(part.unreadable for part in parts)),
                         min(limit, sum(part.records for part in parts)), any(part.beneath for part in parts))
 
+    @_translated
+    def reselect_items(self, scope: int, container: str, at: int, test: ItemTest, cutoff: datetime | None,
+                       names: Sequence[str]) -> tuple[tuple[str, str], ...] | None:
+        reselecting = _reselecting(test, scope)
+        if reselecting is None:
+            return None
+        statement, params = reselecting
+        rows = self._db.execute(statement, {**params, **cutoff_params(cutoff), "at": at, "prefix": container + SEP,
+                                            "names": json.dumps(list(names))}).fetchall()
+        return tuple((name, str(mark)) for name, mark in rows)
+
     def _ranges(self, scope: int, container: str) -> list[tuple[str, str]]:
         """The container's records cut into key ranges ``(after, end)`` of about as many records each: one
         per core up to :data:`_RANGES`, none under :data:`_RANGE` records. One range where no worker can
@@ -241,26 +259,68 @@ def _selecting(test: ItemTest, scope: int, container: str, at: int,
     """The selection statement over at most ``:page`` records of the container past the key ``:after``
     (before ``:end``): one row of (records read, unreadable items, the expired items' names and marks
     joined, the last record's key, records beneath the items)."""
-    stamp = compile_test(test, scope, "n.key", "n.value", prefix="s")  # over the newest version's row
-    compiled = compile_test(test, scope, "item_key", "item_value")  # over the item as the level above names it
-    if stamp is None or compiled is None:
+    beneath = container + SEP + "*" + SEP + "*"  # a key past an item's: a record beneath it
+    params = {**cutoff_params(cutoff), "at": at, "cut": len(container) + 2, "beneath": beneath}
+    row = compile_test(test, scope, "n.key", "n.value", prefix="s")  # over each version's own row
+    if row is None:
         return None
+    if row.flat:
+        return _selecting_flat(row, scope), {**row.params, **params}
+    compiled = compile_test(test, scope, "item_key", "item_value")  # over the item as the level above names it
+    assert compiled is not None
     # The newest version of each record, its stamp computed once (an aggregate's other columns are computed as
     # each group comes out). Each level is a subquery with a LIMIT, which SQLite does not flatten into the
     # level above: the class too is computed once per record, however often the expressions above name it. A
     # record beneath an item (SEP past the container's) counts against the limit but is no item: its class is
-    # 'b'. The mark a flat test's guard takes back is the version read; any other's, the stamp.
-    mark = "version" if compiled.flat else "s"
+    # 'b'. The mark the guard takes back is the stamp.
     statement = (
         "SELECT count(*), total(class = 'u'), group_concat(CASE WHEN class = 'x' THEN substr(item_key, :cut) || "
-        "char(30) || mark END, char(30)), max(item_key), total(class = 'b') "
-        f"FROM (SELECT item_key, {mark} AS mark, CASE WHEN instr(substr(item_key, :cut), char(31)) > 0 THEN 'b' "
+        "char(30) || s END, char(30)), max(item_key), total(class = 'b') "
+        "FROM (SELECT item_key, s, CASE WHEN item_key GLOB :beneath THEN 'b' "
         f"ELSE {compiled.classify('s')} END AS class FROM ("
-        f"SELECT n.key AS item_key, n.value AS item_value, {_newest(scope, 'n.')} AS version, "
-        f"{stamp.stamp} AS s FROM nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key > :after AND n.key < :end "
-        "AND n.rev <= :at GROUP BY n.key HAVING n.kind <> 0 ORDER BY n.key LIMIT :page) LIMIT -1)")
-    return statement, {**stamp.params, **compiled.params, **cutoff_params(cutoff), "at": at,
-                       "cut": len(container) + 2}
+        f"SELECT n.key AS item_key, n.value AS item_value, {_newest(scope, 'n.')} AS version, {row.stamp} AS s "
+        f"FROM nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key > :after AND n.key < :end AND n.rev <= :at "
+        "GROUP BY n.key HAVING n.kind <> 0 ORDER BY n.key LIMIT :page) LIMIT -1)")
+    return statement, {**row.params, **compiled.params, **params}
+
+
+_TOMBSTONE, _KEPT, _UNREADABLE, _EXPIRED, _BENEATH = range(5)
+
+
+def _selecting_flat(compiled: CompiledTest, scope: int) -> str:
+    """The selection statement of a test that reads only the item's own record: each version of each record is
+    classified as its row is read, into a number packed under its version (``version * 8 + class``), so that
+    the newest version's class comes out of one ``max`` per record -- no record's value is ever copied from
+    one level of the statement to the next, and the stamp is a look-up in the value parsed once per row. A
+    record beneath an item (the ``:beneath`` pattern) is no item; a tombstone is no record. The mark a guard
+    takes back is the version read."""
+    code = (f"CASE WHEN n.kind = 0 THEN {_TOMBSTONE} WHEN n.key GLOB :beneath THEN {_BENEATH} "
+            f"ELSE {compiled.classify(compiled.stamp, str(_UNREADABLE), str(_EXPIRED), str(_KEPT))} END")
+    return (f"SELECT count(*), total(v & 7 = {_UNREADABLE}), group_concat(CASE WHEN v & 7 = {_EXPIRED} THEN "
+            f"substr(item_key, :cut) || char(30) || (v >> 3) END, char(30)), max(item_key), "
+            f"total(v & 7 = {_BENEATH}) FROM ("
+            f"SELECT n.key AS item_key, max({_version(scope, 'n.')} * 8 + {code}) AS v FROM nodes AS n "
+            f"WHERE {_scopes(scope, 'n.')} AND n.key > :after AND n.key < :end AND n.rev <= :at GROUP BY n.key "
+            f"HAVING v & 7 <> {_TOMBSTONE} ORDER BY n.key LIMIT :page)")
+
+
+def _reselecting(test: ItemTest, scope: int) -> tuple[str, dict[str, Any]] | None:
+    """The statement that reads the named items (``:names``, a JSON list) of the container ``:prefix`` names again:
+    of each, the view's newest version at ``:at``, classified as the selection classifies it; rows of (name, mark)
+    for those that still expire, in the order named. A batch is at most a few hundred items: one look-up each."""
+    compiled = compile_test(test, scope, "item_key", "item_value")
+    if compiled is None:
+        return None
+    newest = (f"(SELECT {{}} FROM nodes WHERE {_scopes(scope)} AND key = item_key AND rev <= :at "
+              "ORDER BY scope DESC, rev DESC LIMIT 1)")
+    version = newest.format(_version(scope))
+    mark = "version" if compiled.flat else "s"
+    statement = (
+        f"SELECT name, {mark} FROM (SELECT name, item_key, item_value, version, {compiled.stamp} AS s FROM ("
+        f"SELECT name, item_key, {newest.format('value')} AS item_value, {version} AS version FROM ("
+        "SELECT b.value AS name, :prefix || b.value AS item_key, b.key AS position FROM json_each(:names) AS b "
+        f"LIMIT -1) ORDER BY position LIMIT -1) LIMIT -1) WHERE {compiled.classify('s')} = 'x'")
+    return statement, compiled.params
 
 
 def _why_unopenable(path: str) -> str:
@@ -416,20 +476,41 @@ class SqliteBackend(_Reads):
 
     @_translated
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
-                     at: int, rev: int, *, beneath: bool = True) -> int:
-        guarded, test_params = self._guarded(test, scope)
-        params = {**test_params, "batch": json.dumps(dict(items)), "prefix": container + SEP, "at": at, "rev": rev,
-                  "scope": scope}
-        held: int = self._db.execute(guarded, params).rowcount
+                     at: int, rev: int, *, since: int | None = None, beneath: bool = True) -> int:
+        prefix = container + SEP
+        # The names as a JSON list, joined: a name is a key, which needs no escaping (json.dumps of a batch cost
+        # about a tenth of its statement).
+        params = {"names": '["' + '","'.join(name for name, _ in items) + '"]', "prefix": prefix, "at": at,
+                  "rev": rev, "scope": scope}
+        if since is not None and items and self._unchanged(scope, prefix + items[0][0], prefix + items[-1][0],
+                                                           since, len(items)):
+            # Nothing in the items' span moved since their marks were read: every guard holds as it held then.
+            held: int = self._db.execute("INSERT INTO nodes (scope, key, rev, kind, value) SELECT :scope, "
+                                         ":prefix || b.value, :rev, 0, NULL FROM json_each(:names) AS b",
+                                         params).rowcount
+        else:
+            guarded, test_params = self._guarded(test, scope)
+            held = self._db.execute(guarded, {**test_params, **params, "batch": json.dumps(dict(items))}).rowcount
+            beneath = True  # another client wrote in the span: what lies beneath the items is not what was read
         if held == len(items) and beneath:
             # Every record beneath a deleted item goes with it (the view's newest version of each, unless gone).
             self._db.execute(
                 "INSERT INTO nodes (scope, key, rev, kind, value) SELECT :scope, key, :rev, 0, NULL FROM ("
-                f"SELECT n.key AS key, n.kind AS kind, {_newest(scope, 'n.')} FROM json_each(:batch) AS b "
-                f"CROSS JOIN nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key > :prefix || b.key || char(31) "
-                "AND n.key < :prefix || b.key || char(32) AND n.rev <= :at GROUP BY n.key) WHERE kind <> 0",
-                {"batch": params["batch"], "prefix": params["prefix"], "at": at, "rev": rev, "scope": scope})
+                f"SELECT n.key AS key, n.kind AS kind, {_newest(scope, 'n.')} FROM json_each(:names) AS b "
+                f"CROSS JOIN nodes AS n WHERE {_scopes(scope, 'n.')} AND n.key > :prefix || b.value || char(31) "
+                "AND n.key < :prefix || b.value || char(32) AND n.rev <= :at GROUP BY n.key) WHERE kind <> 0",
+                params)
         return held
+
+    def _unchanged(self, scope: int, first: str, last: str, since: int, items: int) -> bool:
+        """Whether no record from the item ``first`` to the item ``last``, the records beneath it included, has a
+        version newer than ``since`` in the view of ``scope``: one range of the index, read only while it holds at
+        most :data:`_SPAN_ROWS` rows per item (past that, looking up each item costs less than the range)."""
+        cap = _SPAN_ROWS * items + _SPAN_ROWS
+        rows, newest = self._db.execute(
+            f"SELECT count(*), max(rev) FROM (SELECT rev FROM nodes WHERE {_scopes(scope)} AND key >= :first "
+            "AND key < :end LIMIT :cap)", {"first": first, "end": last + _AFTER_LAST, "cap": cap}).fetchone()
+        return bool(rows < cap and (newest is None or newest <= since))
 
     def _guarded(self, test: ItemTest, scope: int) -> tuple[str, dict[str, Any]]:
         """The statement that writes a batch's item tombstones where each one's guard holds (made once per test)."""
@@ -450,7 +531,7 @@ class SqliteBackend(_Reads):
                                 prefix="r")
             assert then is not None
             params = now.params | then.params
-            version = newest.format(f"CASE WHEN scope = 0 THEN rev ELSE rev + {_SCOPED} END")
+            version = newest.format(_version(scope))
             candidates = f"SELECT item_key, CAST(mark AS INTEGER) AS mark, {version} AS version FROM ({batch})"
             guard = f"(version = mark OR {now.guard(then.stamp)})"
         else:

@@ -98,17 +98,21 @@ class CompiledTest:
     params: dict[str, Any]
     flat: bool
 
-    def classify(self, s: str) -> str:
-        """``'u'`` for an unreadable item, ``'x'`` for an expired one, NULL for one kept: the decision of
-        :func:`~retain.logd.retain_rules.select`. The canonical stamp is decided first, in one call.
+    def classify(self, s: str, unreadable: str = "'u'", expired: str = "'x'", kept: str = "NULL") -> str:
+        """``unreadable`` for an unreadable item, ``expired`` for an expired one, ``kept`` for one kept (SQL
+        values; by default ``'u'``, ``'x'`` and NULL): the decision of :func:`~retain.logd.retain_rules.select`.
+        The canonical stamp is decided first, in one call.
 
-        Every mention of ``s`` costs a copy of the text (the backend names a column of a subquery), so the
-        common road names it as few times as it can: no ``typeof`` (a number, NULL or JSON text never has
-        the canonical shape, and fails :func:`_readable` too), and the year check only for a canonical stamp."""
-        return (f"(CASE WHEN {_canonical(s)} THEN (CASE WHEN {s} < '0001' THEN 'u' WHEN {s} > :cutoff_text THEN NULL "
-                f"WHEN {self.matches} THEN 'x' END) "
-                f"WHEN {_readable(s)} THEN (CASE WHEN {_instant_us(s)} <= :cutoff_us AND {self.matches} THEN 'x' END) "
-                "ELSE 'u' END)")
+        Every mention of ``s`` costs the backend a copy of the text (a column of a subquery) or a look-up in a
+        parsed value (an expression), some thousand instructions either way, so the common road names it as
+        few times as it can: no ``typeof`` (a number, NULL or JSON text never has the canonical shape, and fails
+        :func:`_readable` too); a young stamp is kept once compared with the cutoff, and only an old one is
+        asked for its year and the match (``:cutoff_text`` is above every canonical stamp of year 0, which is
+        unreadable)."""
+        return (f"(CASE WHEN {_canonical(s)} THEN (CASE WHEN {s} > :cutoff_text THEN {kept} "
+                f"WHEN {s} < '0001' THEN {unreadable} WHEN {self.matches} THEN {expired} ELSE {kept} END) "
+                f"WHEN {_readable(s)} THEN (CASE WHEN {_instant_us(s)} <= :cutoff_us AND {self.matches} THEN {expired} "
+                f"ELSE {kept} END) ELSE {unreadable} END)")
 
     def guard(self, read: str) -> str:
         """The precondition of one item: the stamp is the text ``read`` (a readable stamp, so no number,
@@ -138,9 +142,10 @@ def _scalars(pattern: Any) -> bool:
 
 
 def cutoff_params(cutoff: datetime | None) -> dict[str, Any]:
-    """``:cutoff_us`` and ``:cutoff_text`` for a cutoff; None (nothing expires) binds what no stamp passes."""
+    """``:cutoff_us`` and ``:cutoff_text`` for a cutoff; None (nothing expires) binds what no stamp passes --
+    ``:cutoff_text`` then between the canonical stamps of year 0 and those of year 1."""
     if cutoff is None:
-        return {"cutoff_us": _FIRST_US - 1, "cutoff_text": ""}
+        return {"cutoff_us": _FIRST_US - 1, "cutoff_text": "0000~"}
     # A canonical stamp has whole seconds: t <= cutoff  <=>  t <= the cutoff's whole second, as text.
     w = cutoff.astimezone(timezone.utc)
     text = f"{w.year:04d}-{w.month:02d}-{w.day:02d}T{w.hour:02d}:{w.minute:02d}:{w.second:02d}Z"

@@ -144,6 +144,13 @@ class Reads(Protocol):
         up to ``limit``: at ``limit`` the read stopped there and the selection is not to be used. None when
         this backend cannot say ``test`` in its query language: the caller selects in Python."""
 
+    def reselect_items(self, scope: int, container: str, at: int, test: ItemTest, cutoff: datetime | None,
+                       names: Sequence[str]) -> tuple[tuple[str, str], ...] | None:
+        """:meth:`select_items` over the items ``names`` of ``container`` only, at ``at``: those ``test`` still
+        expires, in the order named, each with the mark :meth:`Backend.delete_items` takes back (a name no longer
+        there, or no longer expired, is left out). A retain pass reads a failed batch's items again with it.
+        None when this backend cannot say ``test`` in its query language, or cannot read the items now."""
+
 
 class Backend(Reads, Protocol):
     """Rows, commits, scopes and history bookkeeping; no tree logic lives behind it."""
@@ -183,13 +190,15 @@ class Backend(Reads, Protocol):
         ``parents`` in ``scope``, and :meth:`absent` of ``keys``."""
 
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
-                     at: int, rev: int, *, beneath: bool = True) -> int:
+                     at: int, rev: int, *, since: int | None = None, beneath: bool = True) -> int:
         """Inside a transaction: tombstone (at ``rev``) every visible record of each item ``(name, mark)`` of
         ``container`` whose guard (:class:`ItemTest`, against what the mark says was read) holds at ``at``, in
         ``scope``'s view, writing in ``scope``. Returns how many items' guards held: fewer than ``len(items)``
-        means the caller must roll the transaction back. Only for items :meth:`select_items` selected.
-        ``beneath`` False: the caller knows that no record lies beneath the items at ``at``; a backend may
-        then leave out looking for them."""
+        means the caller must roll the transaction back. Only for items :meth:`select_items` (or
+        :meth:`reselect_items`) selected, in key order. ``since``: the commit the marks were read at -- a backend
+        may look first whether anything in the items' key span changed since (nothing did: every guard holds).
+        ``beneath`` False: no record lay beneath the items at ``since``; a backend that finds nothing changed
+        since may then leave out looking for them."""
 
     def commits(self, first: int, scopes: Sequence[int]) -> Iterator[CommitRecord]:
         """Commits numbered ``first`` and later, in order, from the given scopes."""

@@ -299,12 +299,12 @@ class Store:
         return self._published(record)
 
     def _delete_items(self, session: Session, container: Path, items: Sequence[tuple[str, str]], test: ItemTest, *,
-                      author: str | None, clear_at: int | None = None) -> Written | None:
+                      author: str | None, since: int | None = None, beneath: bool = True) -> Written | None:
         """A retain batch: delete whole items ``(name, mark)`` of ``container`` (the marks the backend's
-        selection gave) as one commit, each under its guard, checked by the backend in the statement that
-        writes the tombstones. None, and nothing written, when a guard failed: the item moved, or the
-        container went, since the pass read it. ``clear_at``: a commit at which no record lay beneath the
-        container's items -- still the head, the backend need not look for them."""
+        selection gave, read at ``since``) as one commit, each under its guard, checked by the backend in the
+        statement that writes the tombstones. None, and nothing written, when a guard failed: the item moved, or
+        the container went, since the pass read it. ``beneath`` False: no record lay beneath the items at
+        ``since`` (see :meth:`~retain.logd.storage.Backend.delete_items`)."""
         if author is not None:
             check_author(author)
         when = self.clock().timestamp()
@@ -316,8 +316,8 @@ class Store:
                 self._revalidate()
                 row = View(self.backend, head, scope).row(container_key)
                 if row is None or row.kind == GONE or \
-                        self.backend.delete_items(scope, container_key, items, test, head, head + 1,
-                                                  beneath=head != clear_at) != len(items):
+                        self.backend.delete_items(scope, container_key, items, test, head, head + 1, since=since,
+                                                  beneath=beneath) != len(items):
                     raise _GuardFailed  # rolls the transaction back: nothing of the batch is written
                 if any(rule.required or rule.min_items is not None for rule in self.schema.matching(container)):
                     check_node(View(self.backend, head + 1, scope), self.schema, container)

@@ -180,6 +180,11 @@ def _watch(context: Context, body: dict[str, Any]) -> dict[str, Any]:
     prefix = _path(body, required=False) or ROOT
     head = context.store.head
     first = body.get("from", head + 1)
+    if type(first) is int and first > head + 1:
+        # Numbers past the next commit are no commit yet. A watcher that holds one saw commits a restore from an
+        # older backup took back, and new commits will take their numbers again: it must read afresh.
+        raise InvalidRequest(f"watch from {first} is past the next commit {head + 1} (the head is {head}; a store "
+                             "restored from a backup restarts there): read at the head and watch from the next commit")
     # One writer thread runs this: no commit lands between reading the backlog and subscribing.
     backlog = list(context.session.deltas(prefix, first=first))
     context.subscribe(context.session, prefix, backlog)
