@@ -1,5 +1,12 @@
 """The public API of each package is pinned: changing it is a decision, not an accident."""
 
+import importlib
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
 import retain
 import retain.archive
 import retain.docd
@@ -12,12 +19,45 @@ import retain.wire
 
 
 def test_retain():
-    """retain exports the vocabulary and the error tree."""
+    """retain exports the vocabulary and the error tree, and (on first use) the verbs and each part's entry."""
     assert sorted(retain.__all__) == sorted([
         "AuthenticationError", "InvalidDuration", "InvalidInput", "InvalidPolicy", "InvalidStreamName", "InvalidWindow",
         "Limits", "MaxAge", "MaxBytes", "MaxLen", "MinId", "RetainError", "ServerError", "ServerUnavailable", "Window",
         "WrongTypeError", "minid_floor",
+        "trim", "atrim", "StreamRef", "RawKey", "RetentionDriver", "AsyncRetentionDriver", "StreamPolicy", "Archive",
+        "fold_then_trim", "read", "Store", "Client",
     ])
+
+
+def test_importing_retain_loads_no_part():
+    """``import retain`` loads the vocabulary only; ``from retain import Archive`` then loads the archive (and
+    pyarrow), and is the archive's own class."""
+    script = ("import sys, retain\n"
+              "loaded = sorted(m for m in sys.modules if m.startswith(('retain.', 'pyarrow', 'redis', 'deltalake')))\n"
+              "print(' '.join(loaded))\n"
+              "from retain import Archive, RetentionDriver, Store, trim\n"
+              "import retain.archive, retain.logd, retain.retention, retain.streams\n"
+              "print(Archive is retain.archive.Archive and Store is retain.logd.Store and trim is retain.streams.trim "
+              "and RetentionDriver is retain.retention.RetentionDriver)\n")
+    lines = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert set(lines[0].split()) <= {"retain.errors", "retain.windows", "retain.durations", "retain.ids",
+                                     "retain._fields"}, lines[0]
+    assert lines[1] == "True"
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        retain.nothing  # noqa: B018
+
+
+def every_module() -> list[str]:
+    return sorted(found.name for found in pkgutil.walk_packages(retain.__path__, "retain."))
+
+
+@pytest.mark.parametrize("name", every_module())
+def test_all_names_only_what_exists(name):
+    """Every module's ``__all__`` names only what the module holds (a name in ``__all__`` that nothing defines
+    passes every import and fails the first ``from … import *``)."""
+    module = importlib.import_module(name)
+    missing = [exported for exported in getattr(module, "__all__", ()) if not hasattr(module, exported)]
+    assert not missing, f"{name}.__all__ names {missing}, which it does not define"
 
 
 def test_streams():

@@ -55,8 +55,7 @@ from retain.logd.storage import KEYED, MAP, Reads, Selected, Selection
 from retain.logd.store import Session, Written
 from retain.logd.view import View, iter_items, leaves, locate, over_budget, read_value
 
-__all__ = ["RETRIES_ALONE", "BeforeBatch", "Pass", "RetainResult", "RuleResult", "Step", "drive", "drive_async",
-           "retain_pass", "run_retain", "tries"]
+__all__ = ["RETRIES_ALONE", "BeforeBatch", "Pass", "RetainResult", "RuleResult", "retain_pass", "run_retain", "tries"]
 
 
 #: ``before_batch(rule_index, item_paths)``: called before each delete a rule tries -- a batch, or part of one
