@@ -30,7 +30,7 @@ from typing import Any
 import redis.cluster
 import redis.exceptions
 
-from retain._redis import REDIS_ERRORS
+from retain._redis import REDIS_ERRORS, RedisLike
 from retain.errors import ServerUnavailable
 
 __all__ = ["command_key", "send_all", "send_by_node"]
@@ -110,7 +110,7 @@ def send_by_node(conn: Any, commands: Sequence[tuple[str, ...]], *, timeout: flo
     return answers
 
 
-def send_all(conn: Any, commands: Sequence[tuple[str, ...]], *, timeout: float | None = None,
+def send_all(conn: RedisLike, commands: Sequence[tuple[str, ...]], *, timeout: float | None = None,
              options: Callable[[tuple[str, ...]], dict[str, Any]] = _no_options) -> list[Any]:
     """Each command's answer, or the exception it met, in one round trip: a pipeline, or on a cluster one per
     node (:func:`send_by_node`, with ``timeout``). redis-py errors that fail the whole pipeline are raised."""
@@ -119,7 +119,7 @@ def send_all(conn: Any, commands: Sequence[tuple[str, ...]], *, timeout: float |
     return _pipeline(conn, commands, options)
 
 
-def _pipeline(client: Any, commands: Sequence[tuple[str, ...]],
+def _pipeline(client: RedisLike, commands: Sequence[tuple[str, ...]],
               options: Callable[[tuple[str, ...]], dict[str, Any]]) -> list[Any]:
     pipe = client.pipeline(transaction=False)
     try:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 import redis.cluster
@@ -32,13 +32,47 @@ import redis.sentinel
 from retain.errors import (AuthenticationError, InvalidInput, RetainError, ServerError, ServerUnavailable,
                            WrongTypeError)
 
-__all__ = ["REDIS_ERRORS", "SENTINEL_SCHEMES", "TlsFiles", "as_retain_error", "redis_client", "translate_errors"]
+__all__ = ["REDIS_ERRORS", "SENTINEL_SCHEMES", "AsyncRedisLike", "RedisLike", "TlsFiles", "as_retain_error",
+           "redis_client", "translate_errors"]
 
 #: the URL schemes that name a service behind Sentinel
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 
 #: what redis-py raises: its error tree, and the cluster client's own
 REDIS_ERRORS = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
+
+
+class RedisLike(Protocol):
+    """The calls retain makes of a Redis client: ``redis.Redis`` (from any URL :func:`redis_client` takes, Sentinel
+    included) and ``redis.cluster.RedisCluster`` both are one. The commands retain sends itself go through
+    :meth:`execute_command` or a pipeline; the typed helpers are the few whose answer redis-py parses for it."""
+
+    def execute_command(self, *args: Any, **options: Any) -> Any: ...
+
+    def pipeline(self, transaction: Any = ..., shard_hint: Any = ...) -> Any: ...
+
+    def xlen(self, name: Any) -> Any: ...
+
+    def xrange(self, name: Any, min: Any = ..., max: Any = ..., count: Any = ...) -> Any: ...
+
+    def xrevrange(self, name: Any, max: Any = ..., min: Any = ..., count: Any = ...) -> Any: ...
+
+    def scan_iter(self, match: Any = ..., count: Any = ..., _type: Any = ..., **kwargs: Any) -> Any: ...
+
+    def config_get(self, pattern: Any = ..., *args: Any, **kwargs: Any) -> Any: ...
+
+    def xpending_range(self, name: Any, groupname: Any, min: Any, max: Any, count: Any, consumername: Any = ...,
+                       idle: Any = ...) -> Any: ...
+
+
+class AsyncRedisLike(Protocol):
+    """:class:`RedisLike` of asyncio: ``redis.asyncio.Redis`` and ``redis.asyncio.cluster.RedisCluster``."""
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any: ...
+
+    def pipeline(self, transaction: Any = ..., shard_hint: Any = ...) -> Any: ...
+
+    def scan_iter(self, match: Any = ..., count: Any = ..., _type: Any = ..., **kwargs: Any) -> Any: ...
 
 
 #: what Redis says (RESP3's HELLO, or NOAUTH) when a client that must authenticate did not

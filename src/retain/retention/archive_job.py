@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from retain._redis import REDIS_ERRORS
+from retain._redis import REDIS_ERRORS, RedisLike
 from retain.errors import ArchiveTimeout, RetainError
 from retain.ids import StreamId
 from retain.retention._slot import JobSlot
@@ -115,7 +115,7 @@ class ArchiveJob:
         """True while a job still runs: the current beat's, a late one, or one a beat gave up on."""
         return self._slot.busy
 
-    def start(self, conn: Any, now: datetime, entries: Sequence[StreamPolicy], measured: Measured | None = None,
+    def start(self, conn: RedisLike, now: datetime, entries: Sequence[StreamPolicy], measured: Measured | None = None,
               fences: Mapping[str, Fence] | None = None) -> Future[ArchivedBeat] | ArchivedBeat:
         """Start the job of a beat on the slot: a Future of what it comes to, or at once what the beat is when
         there is nothing to do, or the job of an earlier beat still runs (its streams are still being
@@ -183,7 +183,7 @@ class ArchiveJob:
         running = self._job[2] if self._job is not None else ()
         return ArchivedBeat(archiving={entry.key for entry in running})
 
-    def run(self, conn: Any, now: datetime, entries: Sequence[StreamPolicy],
+    def run(self, conn: RedisLike, now: datetime, entries: Sequence[StreamPolicy],
             cancelled: Callable[[], bool] = lambda: False, measured: Measured | None = None,
             fences: Mapping[str, Fence] | None = None) -> ArchivedBeat:
         """Fold every stream of ``entries`` at ``now`` in one commit, then trim each past its W (blocking).
@@ -241,7 +241,7 @@ class ArchiveJob:
         return beat
 
 
-def one_window(conn: Any, entry: StreamPolicy, now: datetime,
+def one_window(conn: RedisLike, entry: StreamPolicy, now: datetime,
                measured: Measured | None) -> MaxLen | MinId | MaxAge | None:
     """The one window an archived entry folds and trims to this beat; None when it cuts nothing.
 

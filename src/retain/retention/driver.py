@@ -67,7 +67,7 @@ import redis.cluster
 
 from retain import _fields
 from retain._fields import Where
-from retain._redis import REDIS_ERRORS
+from retain._redis import REDIS_ERRORS, AsyncRedisLike, RedisLike
 from retain.beats import AsyncBeat, Beat, Cadence
 from retain.clock import utc_now
 from retain.errors import InvalidPolicy, RetainError
@@ -104,11 +104,11 @@ PACKED_COMMANDS = 4096
 class _Driver:
     """What both twins share: the arguments checked, the beat's state (:class:`Sweeper`), the runners' hooks."""
 
-    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None,
-                 maintenance: MaintenanceSettings | None, fold_min_entries: int, tick: float,
+    def __init__(self, conn: RedisLike | AsyncRedisLike, policy: Policy | Iterable[PolicyEntry], *,
+                 archive: Archive | None, maintenance: MaintenanceSettings | None, fold_min_entries: int, tick: float,
                  clock: Callable[[], datetime], max_backoff: float, measure_lengths: bool,
                  on_report: Callable[[SweepReport], None] | None, archive_deadline: float,
-                 track_groups: bool, replicas: Replicas | None, job_conn: Any) -> None:
+                 track_groups: bool, replicas: Replicas | None, job_conn: RedisLike | None) -> None:
         self.conn = conn
         declared = Policy.of(policy)
         self.archive = checked_archive(declared, archive)
@@ -287,7 +287,9 @@ class RetentionDriver(_Driver):
             archived entry with no archive given; before any I/O.
     """
 
-    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None = None,
+    conn: RedisLike
+
+    def __init__(self, conn: RedisLike, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None = None,
                  maintenance: MaintenanceSettings | None = None, fold_min_entries: int = 1,
                  tick: float = DEFAULT_TICK, clock: Callable[[], datetime] = utc_now,
                  max_backoff: float = DEFAULT_MAX_BACKOFF, measure_lengths: bool = False,
@@ -306,7 +308,7 @@ class RetentionDriver(_Driver):
         self._poke_on_late_jobs(self._runner.poke)
 
     @classmethod
-    def from_policy_file(cls, conn: Any, policy_file: PolicyFile, *, archive: Archive | None = None,
+    def from_policy_file(cls, conn: RedisLike, policy_file: PolicyFile, *, archive: Archive | None = None,
                          **options: Any) -> RetentionDriver:
         """The driver a policy file describes (its streams, tick, archive, maintenance and replicas), on ``conn``.
 
@@ -443,8 +445,11 @@ class AsyncRetentionDriver(_Driver):
         InvalidPolicy: as :class:`RetentionDriver`; also an archived or protected entry with no ``fold_conn``.
     """
 
-    def __init__(self, conn: Any, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None = None,
-                 maintenance: MaintenanceSettings | None = None, fold_conn: Any = None, fold_min_entries: int = 1,
+    conn: AsyncRedisLike
+
+    def __init__(self, conn: AsyncRedisLike, policy: Policy | Iterable[PolicyEntry], *, archive: Archive | None = None,
+                 maintenance: MaintenanceSettings | None = None, fold_conn: RedisLike | None = None,
+                 fold_min_entries: int = 1,
                  tick: float = DEFAULT_TICK, clock: Callable[[], datetime] = utc_now,
                  max_backoff: float = DEFAULT_MAX_BACKOFF, measure_lengths: bool = False,
                  on_report: Callable[[SweepReport], None] | None = None,

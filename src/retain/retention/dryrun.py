@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
 
-from retain._redis import translate_errors
+from retain._redis import RedisLike, translate_errors
 from retain.errors import RetainError
 from retain.ids import StreamId
 from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, checked_archive, decide
@@ -139,7 +139,7 @@ def approx_removes_at_least(window: MaxLen | MinId | MinStreamId, outside: int, 
     return max(0, outside - may_stay)
 
 
-def preview(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: datetime, archive: Archive | None = None,
+def preview(conn: RedisLike, policy: Policy | Iterable[PolicyEntry], *, now: datetime, archive: Archive | None = None,
             fold_min_entries: int = 1, maintenance: MaintenanceSettings | None = None) -> tuple[StreamPreview, ...]:
     """Read, never write: what each stream's trim (an archived one's fold, then trim) in one beat at ``now`` would do.
 
@@ -174,7 +174,7 @@ def preview(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: datetime,
     return tuple(replace(row, pattern=origin[row.key]) if row.key in origin else row for row in rows)
 
 
-def _rows(conn: Any, policy: Policy, now: datetime, archive: Archive | None, fold_min_entries: int,
+def _rows(conn: RedisLike, policy: Policy, now: datetime, archive: Archive | None, fold_min_entries: int,
           maintenance: MaintenanceSettings | None) -> tuple[StreamPreview, ...]:
     calls = decide(policy, now)  # checks now; a budget cuts nothing without sizes, so these are the single windows
     archive = checked_archive(policy, archive)
@@ -206,7 +206,7 @@ def _approx(window: object) -> bool:
     return any(limit.approx for limit in limits_of(window))
 
 
-def _measured_size(conn: Any, entry: StreamPolicy) -> Size | None:
+def _measured_size(conn: RedisLike, entry: StreamPolicy) -> Size | None:
     """The stream's memory and length, read as a beat reads them, when the entry has a byte budget; else None."""
     if entry.budget is None:
         return None
@@ -214,7 +214,7 @@ def _measured_size(conn: Any, entry: StreamPolicy) -> Size | None:
     return Size(None if usage is None else int(usage), int(conn.xlen(entry.key)))
 
 
-def _one_limits(conn: Any, entry: StreamPolicy, now: datetime, node_entries: int | None,
+def _one_limits(conn: RedisLike, entry: StreamPolicy, now: datetime, node_entries: int | None,
                 archive: Archive | None = None, fold_min_entries: int = 1,
                 maintenance: MaintenanceSettings | None = None) -> StreamPreview:
     """Several limits, or a byte budget: what each limit alone would cut, and which cuts most.
@@ -247,7 +247,7 @@ def _one_limits(conn: Any, entry: StreamPolicy, now: datetime, node_entries: int
                  lambda error: StreamPreview(entry.key, entry.window, error=error, archived=entry.archive))
 
 
-def _one_protected(conn: Any, entry: StreamPolicy, now: datetime, node_entries: int | None) -> StreamPreview:
+def _one_protected(conn: RedisLike, entry: StreamPolicy, now: datetime, node_entries: int | None) -> StreamPreview:
     """A protected stream: the trim its limits, its groups and max_lag come to now."""
     def figures() -> StreamPreview:
         size = _measured_size(conn, entry)
@@ -262,14 +262,14 @@ def _one_protected(conn: Any, entry: StreamPolicy, now: datetime, node_entries: 
     return _read(entry.key, figures, lambda error: StreamPreview(entry.key, entry.window, error=error, protected=True))
 
 
-def _outside(conn: Any, key: str, window: MaxLen | MinId, length: int) -> int:
+def _outside(conn: RedisLike, key: str, window: MaxLen | MinId, length: int) -> int:
     """Entries of a stream of ``length`` outside ``window``."""
     if isinstance(window, MaxLen):
         return max(0, length - window.count)
     return _count(conn, key, "-", f"({window.floor}")
 
 
-def _one(conn: Any, call: TrimCall, node_entries: int | None) -> StreamPreview:
+def _one(conn: RedisLike, call: TrimCall, node_entries: int | None) -> StreamPreview:
     def figures() -> StreamPreview:
         length = int(conn.xlen(call.key))
         if isinstance(call.window, MaxLen):
@@ -284,8 +284,8 @@ def _one(conn: Any, call: TrimCall, node_entries: int | None) -> StreamPreview:
     return _read(call.key, figures, lambda error: StreamPreview(call.key, call.window, error=error))
 
 
-def _one_archived(conn: Any, entry: StreamPolicy, window: MaxLen | MinId, archive: Archive, node_entries: int | None,
-                  fold_min_entries: int, now: datetime, maintenance: MaintenanceSettings | None) -> StreamPreview:
+def _one_archived(conn: RedisLike, entry: StreamPolicy, window: MaxLen | MinId, archive: Archive,
+                  node_entries: int | None, fold_min_entries: int, now: datetime, maintenance: MaintenanceSettings | None) -> StreamPreview:
     """What ``fold_then_trim`` would do now: the plan it makes, from the same reads, with the entries counted."""
     # Lazy for start-up cost only: pyarrow and deltalake load when a policy has an archived entry.
     from retain.archive import fold_boundary, plan_fold_trim, preview_maintenance
@@ -326,7 +326,7 @@ def _read(key: str, figures: Callable[[], StreamPreview],
         return failed(error)
 
 
-def _count(conn: Any, key: str, low: str, high: str) -> int:
+def _count(conn: RedisLike, key: str, low: str, high: str) -> int:
     """How many entries have an id from ``low`` to ``high`` (XRANGE bounds), read a page at a time."""
     counted = 0
     while True:
@@ -338,7 +338,7 @@ def _count(conn: Any, key: str, low: str, high: str) -> int:
         low = "(" + (last.decode() if isinstance(last, bytes) else last)
 
 
-def _node_entries(conn: Any) -> int | None:
+def _node_entries(conn: RedisLike) -> int | None:
     try:
         answer = conn.config_get("stream-node-max-entries")
     except redis.exceptions.RedisError:

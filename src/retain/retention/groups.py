@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from retain import _fields
 from retain._fields import Where
+from retain._redis import RedisLike
 from retain.errors import InvalidPolicy, InvalidStreamId
 from retain.ids import StreamId
 from retain.windows import MaxLen, minid_floor
@@ -257,7 +258,7 @@ class PendingCounter:
         return [key for key, item in seen.items() if item.removed and any(group.pending for group in item.groups)]
 
 
-def first_kept(conn: Any, key: str, window: Any, length: int) -> StreamId | None:
+def first_kept(conn: RedisLike, key: str, window: Any, length: int) -> StreamId | None:
     """The MINID floor that keeps what ``window`` (MaxLen or MinId) keeps of ``key``; None when it removes nothing.
 
     For a MaxLen, the id just above its boundary, read in one command that no other client can split
@@ -281,7 +282,7 @@ class ProtectedPlan:
     approx: bool
 
 
-def plan_protected(conn: Any, entry: Any, now: datetime, size: Any) -> ProtectedPlan:
+def plan_protected(conn: RedisLike, entry: Any, now: datetime, size: Any) -> ProtectedPlan:
     """Read ``entry``'s groups and where its limits and max_lag fall: the floor its trim sends, no write.
 
     ``XINFO GROUPS``, ``XPENDING`` per group with pending entries (``protect =
@@ -290,7 +291,7 @@ def plan_protected(conn: Any, entry: Any, now: datetime, size: Any) -> Protected
     Raises:
         WrongTypeError, ServerError, ServerUnavailable: from Redis.
     """
-    from retain._redis import translate_errors
+    from retain._redis import RedisLike, translate_errors
     from retain.retention.limits import candidates
 
     key, protect = entry.key, entry.protect
@@ -311,7 +312,7 @@ def plan_protected(conn: Any, entry: Any, now: datetime, size: Any) -> Protected
     return ProtectedPlan(floor, groups, length, approx)
 
 
-def trim_protected(conn: Any, entry: Any, now: datetime, size: Any) -> tuple[int, Seen]:
+def trim_protected(conn: RedisLike, entry: Any, now: datetime, size: Any) -> tuple[int, Seen]:
     """Read ``entry``'s groups, then trim it to its limits capped by what they need, within max_lag.
 
     Blocking, one stream: the reads of :func:`plan_protected`, then one
@@ -320,7 +321,7 @@ def trim_protected(conn: Any, entry: Any, now: datetime, size: Any) -> tuple[int
     Raises:
         WrongTypeError, ServerError, ServerUnavailable: from Redis, as the stream's failure.
     """
-    from retain._redis import translate_errors
+    from retain._redis import RedisLike, translate_errors
 
     plan = plan_protected(conn, entry, now, size)
     removed = 0
@@ -337,7 +338,7 @@ def _limits(window: Any) -> tuple[Any, ...]:
     return limits_of(window)
 
 
-def _with_oldest_pending(conn: Any, key: str, group: GroupState) -> GroupState:
+def _with_oldest_pending(conn: RedisLike, key: str, group: GroupState) -> GroupState:
     if not group.pending:
         return group
     summary = conn.execute_command("XPENDING", key, group.name)
@@ -347,7 +348,7 @@ def _with_oldest_pending(conn: Any, key: str, group: GroupState) -> GroupState:
     return GroupState(group.name, group.last_delivered, group.pending, group.lag, StreamId.parse(_text(oldest)))
 
 
-def taken_from_groups(conn: Any, key: str, length: int, outside: int,
+def taken_from_groups(conn: RedisLike, key: str, length: int, outside: int,
                       kept_from: StreamId | None) -> dict[str, GroupTrim]:
     """What a trim of the ``outside`` oldest entries (keeping ids from ``kept_from``) would take from each group.
 

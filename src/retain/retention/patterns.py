@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from retain import durations
+from retain._redis import AsyncRedisLike, RedisLike
 from retain.errors import InvalidPolicy, InvalidStreamName
 from retain.retention.groups import Protect
 from retain.streams.keys import MAX_RAW_KEY_LENGTH, RawKey
@@ -88,17 +89,17 @@ def keys_of(answer: Iterable[Any]) -> list[str]:
     return found
 
 
-def scan(conn: Any, pattern: StreamPattern) -> list[str]:
+def scan(conn: RedisLike, pattern: StreamPattern) -> list[str]:
     """The keys of the streams matching ``pattern`` now (``SCAN … MATCH … TYPE stream``, every master)."""
-    from retain._redis import translate_errors
+    from retain._redis import RedisLike, translate_errors
 
     with translate_errors():
         return keys_of(conn.scan_iter(match=pattern.pattern, count=SCAN_COUNT, _type="stream"))
 
 
-async def ascan(conn: Any, pattern: StreamPattern) -> list[str]:
+async def ascan(conn: AsyncRedisLike, pattern: StreamPattern) -> list[str]:
     """The asyncio twin of :func:`scan`."""
-    from retain._redis import translate_errors
+    from retain._redis import RedisLike, translate_errors
 
     with translate_errors():
         return keys_of([key async for key in conn.scan_iter(match=pattern.pattern, count=SCAN_COUNT,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from retain._redis import as_retain_error
+from retain._redis import RedisLike, as_retain_error
 from retain.errors import RetainError
 from retain.retention.bytes import Measured
 from retain.retention.groups import Seen, groups_or_none, trim_protected
@@ -114,7 +114,7 @@ class PlainTrims:
         self._layout_of, self._last_layout = calls, layout
         return layout
 
-    def packer(self, layout: Layout, conn: Any) -> Callable[[Any], bytes]:
+    def packer(self, layout: Layout, conn: RedisLike) -> Callable[[Any], bytes]:
         """Packs a beat's commands on a connection of ``conn``, reusing the bytes of those that never change.
 
         Packing is most of a beat's client time, and a length or fixed-instant
@@ -203,7 +203,7 @@ class PlainTrims:
         return beat
 
     @staticmethod
-    def protect(conn: Any, entries: Sequence[StreamPolicy], now: datetime, measured: Measured | None,
+    def protect(conn: RedisLike, entries: Sequence[StreamPolicy], now: datetime, measured: Measured | None,
                 beat: PlainBeat) -> None:
         """Trim each protected stream on its own, after reading its groups (blocking; see
         :mod:`retain.retention.groups`); what each removed, or its failure, goes into ``beat``."""

@@ -20,6 +20,7 @@ from typing import Any
 import redis
 import redis.exceptions
 
+from retain._redis import RedisLike
 from retain._nodes import send_all
 
 hiredis: Any
@@ -31,7 +32,8 @@ except ImportError:  # pragma: no cover - redis-py's own parser then reads them 
 __all__ = ["READ_CHUNK", "collector_paused", "pipeline_options", "read_replies", "send_direct", "send_pipeline"]
 
 
-def send_pipeline(conn: Any, commands: Sequence[tuple[str, ...]], *, node_timeout: float | None = None) -> list[Any]:
+def send_pipeline(conn: RedisLike, commands: Sequence[tuple[str, ...]], *,
+                  node_timeout: float | None = None) -> list[Any]:
     """Through redis-py's pipeline; on a cluster one per node, sent at once, a node that fails or has not
     answered within ``node_timeout`` seconds failing its own commands only (:func:`retain._nodes.send_by_node`)."""
     return send_all(conn, commands, timeout=node_timeout, options=pipeline_options)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from retain._redis import translate_errors
+from retain._redis import RedisLike, translate_errors
 from retain.errors import RetainError
 from retain.ids import StreamId
 from retain.retention.dryrun import preview
@@ -75,7 +75,7 @@ def _age(stream_id: StreamId, at: datetime) -> float:
     return max(0.0, at.timestamp() - stream_id.ms / 1000)
 
 
-def stream_status(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: datetime,
+def stream_status(conn: RedisLike, policy: Policy | Iterable[PolicyEntry], *, now: datetime,
                   archive: Archive | None = None) -> tuple[StreamStatus, ...]:
     """Each declared stream's status at ``now``, in policy order; one stream's failing reads never stop the others.
 
@@ -99,7 +99,7 @@ def stream_status(conn: Any, policy: Policy | Iterable[PolicyEntry], *, now: dat
     return tuple(statuses)
 
 
-def _oldest(conn: Any, key: str) -> StreamId | None:
+def _oldest(conn: RedisLike, key: str) -> StreamId | None:
     with translate_errors(key):
         first = conn.xrange(key, min="-", max="+", count=1)
     return StreamId.parse(first[0][0]) if first else None

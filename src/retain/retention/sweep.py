@@ -39,6 +39,7 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from retain._redis import RedisLike
 from retain.errors import RetainError
 from retain.retention.archive_job import ArchivedBeat, ArchiveJob
 from retain.retention.bytes import Measured, measure_commands, read_sizes
@@ -198,10 +199,11 @@ class Sweeper:
                        measured: Measured | None) -> Future[ArchivedBeat] | ArchivedBeat:
         if not policy.archived or self.archive_job is None:  # the driver gave a job to a policy that archives
             return ArchivedBeat()
+        assert self.job_conn is not None  # ... and the client it folds with
         return self.archive_job.start(self.job_conn, now, policy.archived, measured, self._fences(policy))
 
     #: the synchronous client the archive job folds with (the driver sets it)
-    job_conn: Any = None
+    job_conn: RedisLike | None = None
 
     def _archived(self, job: Future[ArchivedBeat] | ArchivedBeat, started: float,
                   patience: float | None) -> Generator[Step, Any, ArchivedBeat]:

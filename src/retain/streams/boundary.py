@@ -39,7 +39,7 @@ from typing import Any
 
 import redis.exceptions
 
-from retain._redis import translate_errors
+from retain._redis import RedisLike, translate_errors
 from retain.ids import StreamId
 
 __all__ = ["BoundaryRead", "boundary_read", "first_kept", "read_boundary"]
@@ -96,7 +96,7 @@ def boundary_read(key: str, count: int, expected_length: int | None) -> Boundary
     return BoundaryRead(key, count, ("XREVRANGE", key, "+", "-", "COUNT", str(count + 1)))
 
 
-def read_boundary(conn: Any, key: str, count: int, expected_length: int | None = None) -> StreamId | None:
+def read_boundary(conn: RedisLike, key: str, count: int, expected_length: int | None = None) -> StreamId | None:
     """The highest id outside ``MaxLen(count)`` of ``key`` now, read in one command; None if none is outside.
 
     Raises:

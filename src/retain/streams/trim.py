@@ -13,7 +13,7 @@ from typing import Any
 
 from retain import _fields
 from retain._fields import Where
-from retain._redis import translate_errors
+from retain._redis import AsyncRedisLike, RedisLike, translate_errors
 from retain.clock import utc_now
 from retain.errors import InvalidWindow
 from retain.streams.keys import Stream, key_of
@@ -61,7 +61,8 @@ def check_limit(limit: object) -> None:
         _fields.whole_number(limit, "limit", Where("", InvalidWindow))
 
 
-def trim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = None, limit: int | None = None) -> int:
+def trim(conn: RedisLike, stream: Stream, window: Window, *, now: datetime | None = None,
+         limit: int | None = None) -> int:
     """Trim ``stream`` to ``window`` with one XTRIM; return how many entries it removed.
 
     ``now`` resolves a :class:`MaxAge`; it defaults to the current UTC time.
@@ -83,7 +84,7 @@ def trim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = No
         return int(conn.execute_command(*command))
 
 
-async def atrim(conn: Any, stream: Stream, window: Window, *, now: datetime | None = None,
+async def atrim(conn: AsyncRedisLike, stream: Stream, window: Window, *, now: datetime | None = None,
                 limit: int | None = None) -> int:
     """The asyncio twin of :func:`trim`, for a ``redis.asyncio`` connection."""
     command = xtrim_command(stream, window, _clock(window, now), limit=limit)
