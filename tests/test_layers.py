@@ -4,8 +4,8 @@ The layers, lowest first (docs/development.md draws them):
 
 - the vocabulary: ``retain`` itself, ``errors``, ``windows``, ``durations``,
   ``ids``, ``clock``, the shared machinery ``beats`` (a cadence), ``daemon``
-  (a daemon's lifecycle) and ``logs`` (how it logs), and the private boundaries ``_redis``,
-  ``_fields``, ``_toml``;
+  (a daemon's lifecycle) and ``logs`` (how it logs), and the private boundaries ``_redis``
+  (and ``_nodes``, a cluster's round trip), ``_gc``, ``_fields``, ``_toml``;
 - ``retain.streams``: keys and the trim verb, on the vocabulary alone;
 - ``retain.archive``: on the vocabulary and ``retain.streams``;
 - ``retain.retention``: on the vocabulary, streams and archive;
@@ -40,7 +40,8 @@ import retain
 
 SOURCE = Path(retain.__file__).resolve().parent
 VOCABULARY = {"retain", "retain.errors", "retain.windows", "retain.durations", "retain.ids", "retain.clock",
-              "retain.beats", "retain.daemon", "retain.logs", "retain._redis", "retain._fields", "retain._toml"}
+              "retain.beats", "retain.daemon", "retain.logs", "retain._redis", "retain._nodes", "retain._gc",
+              "retain._fields", "retain._toml"}
 #: part -> the parts (besides itself) it may import
 ALLOWED = {
     "vocabulary": VOCABULARY,

@@ -1,13 +1,10 @@
-"""retain.archive._pipeline: the chunks a fold reads (prefetched or not, the same), and the GC pause."""
+"""retain.archive._pipeline: the chunks a fold reads (prefetched or not, the same)."""
 
 from __future__ import annotations
 
-import gc
-import threading
-
 import pytest
 
-from retain.archive._pipeline import Chunks, paused_gc, raw_reader
+from retain.archive._pipeline import Chunks, raw_reader
 from retain.ids import StreamId
 
 HIGH = StreamId(2**64 - 1, 2**64 - 1)
@@ -63,36 +60,3 @@ class TestChunks:
             for _ in taken:
                 pass
         assert redis_conn.ping()
-
-
-class TestPausedGc:
-    def test_paused_inside_restored_after(self):
-        """The GC is off inside, nested or on threads at once, and on again when the last block ends."""
-        assert gc.isenabled()
-        inside = threading.Event()
-        leave = threading.Event()
-
-        def other() -> None:
-            with paused_gc():
-                inside.set()
-                leave.wait(10)
-
-        thread = threading.Thread(target=other)
-        with paused_gc():
-            assert not gc.isenabled()
-            thread.start()
-            assert inside.wait(10)
-        assert not gc.isenabled()  # the other block is still open
-        leave.set()
-        thread.join(10)
-        assert gc.isenabled()
-
-    def test_left_off_when_it_was_off(self):
-        """A caller who turned the GC off keeps it off."""
-        gc.disable()
-        try:
-            with paused_gc():
-                pass
-            assert not gc.isenabled()
-        finally:
-            gc.enable()

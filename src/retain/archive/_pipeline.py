@@ -18,7 +18,6 @@ the GIL. So a fold:
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -27,39 +26,17 @@ from typing import Any, TypeVar
 
 import redis
 
+from retain._gc import paused_gc
 from retain._redis import translate_errors
 from retain.archive.files import FileWriter
 from retain.ids import StreamId
 
 T = TypeVar("T")
 
-__all__ = ["PUT_THREADS", "Chunks", "LazyExecutor", "Workers", "paused_gc", "raw_reader", "read_file"]
+__all__ = ["PUT_THREADS", "Chunks", "LazyExecutor", "Workers", "raw_reader", "read_file"]
 
 #: data files a beat stores at once (retain.archive.beat)
 PUT_THREADS = 8
-
-_gc_lock = threading.Lock()
-_gc_holders = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """The cyclic GC off inside the block (if it was on), back on when the last such block ends."""
-    global _gc_holders, _gc_was_enabled
-    with _gc_lock:
-        if _gc_holders == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_holders += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_holders -= 1
-            if _gc_holders == 0 and _gc_was_enabled:
-                gc.enable()
-
 
 def _as_sent(response: Any, **options: Any) -> Any:
     return response

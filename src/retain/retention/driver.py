@@ -67,6 +67,7 @@ import redis.cluster
 
 from retain import _fields
 from retain._fields import Where
+from retain._gc import paused_gc
 from retain._redis import REDIS_ERRORS, AsyncRedisLike, RedisLike
 from retain.beats import AsyncBeat, Beat, Cadence
 from retain.clock import utc_now
@@ -79,7 +80,7 @@ from retain.retention.plain import PlainTrims
 from retain.retention.policy import Policy, PolicyEntry, TrimCall, checked_archive, checked_maintenance
 from retain.retention.policyfile import PolicyFile
 from retain.retention.report import SweepReport
-from retain.retention.roundtrip import collector_paused, pipeline_options, send_direct, send_pipeline
+from retain.retention.roundtrip import pipeline_options, send_direct, send_pipeline
 from retain.retention.shards import Shards, policy_group
 from retain.retention.sweep import Blocking, Scan, Send, Step, Sweeper, Trims, Wait
 
@@ -344,7 +345,7 @@ class RetentionDriver(_Driver):
         if isinstance(step, Send):
             return self._pipeline(step.commands)
         if isinstance(step, Trims):
-            with collector_paused():
+            with paused_gc():
                 return self.plain.read(step.calls, self._send_trims(step.calls))
         if isinstance(step, Scan):
             try:

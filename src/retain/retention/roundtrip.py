@@ -6,15 +6,13 @@ socket (:func:`read_replies`). A cluster gets one pipeline per node, all sent
 at once, a node's outage failing its own commands only (:func:`send_pipeline`,
 :mod:`retain._nodes`); any other client redis-py's pipeline.
 While a beat reads its answers the cyclic garbage collector is paused
-(:func:`collector_paused`).
+(:func:`retain._gc.paused_gc`).
 """
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -29,7 +27,7 @@ try:  # redis[hiredis]: the beat's replies are parsed in one pass (see read_repl
 except ImportError:  # pragma: no cover - redis-py's own parser then reads them one by one
     hiredis = None
 
-__all__ = ["READ_CHUNK", "collector_paused", "pipeline_options", "read_replies", "send_direct", "send_pipeline"]
+__all__ = ["READ_CHUNK", "pipeline_options", "read_replies", "send_direct", "send_pipeline"]
 
 
 def send_pipeline(conn: RedisLike, commands: Sequence[tuple[str, ...]], *,
@@ -37,25 +35,6 @@ def send_pipeline(conn: RedisLike, commands: Sequence[tuple[str, ...]], *,
     """Through redis-py's pipeline; on a cluster one per node, sent at once, a node that fails or has not
     answered within ``node_timeout`` seconds failing its own commands only (:func:`retain._nodes.send_by_node`)."""
     return send_all(conn, commands, timeout=node_timeout, options=pipeline_options)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a beat reads its answers, back as it was after.
-
-    A large beat keeps hundreds of thousands of fresh answers alive until its
-    report is made; each allocation counts towards the collector's thresholds,
-    which then walk the whole heap again and again (measured: a trimming beat at
-    50,000 streams took 1.45 s with it, 0.45 s without). The answers hold no
-    cycles: reference counting frees them all the same.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 #: bytes read from the socket at a time by the one-pass reader
