@@ -1,4 +1,4 @@
-"""retain.retention.limits and byte budgets: combined limits (the strictest wins) and MaxBytes, pure and live.
+"""retain.retention.cuts and byte budgets: combined limits (the strictest wins) and MaxBytes, pure and live.
 
 INV-WINDOW for several limits on one stream: a beat keeps an entry only while it
 is inside every limit, and never removes one that every limit keeps; for a byte
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from retain.errors import InvalidWindow
 from retain.retention import RetentionDriver, StreamPolicy, decide, preview
-from retain.retention.limits import Size, cuts
+from retain.retention.cuts import Size, cuts
 from retain.streams import RawKey
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, parse_size
 from tests.helpers.streams import BASE_MS

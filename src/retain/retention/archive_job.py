@@ -39,7 +39,7 @@ from retain.errors import ArchiveTimeout, RetainError
 from retain.ids import StreamId
 from retain.retention._slot import JobSlot
 from retain.retention.bytes import Measured
-from retain.retention.limits import Size, candidates
+from retain.retention.cuts import Size, candidates
 from retain.retention.policy import UNLIMITED, StreamPolicy
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from retain._redis import as_retain_error
 from retain.errors import RetainError
-from retain.retention.limits import Size
+from retain.retention.cuts import Size
 from retain.retention.policy import StreamPolicy
 
 __all__ = ["Measured", "measure_commands", "read_sizes"]

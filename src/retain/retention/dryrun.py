@@ -36,7 +36,7 @@ from retain.errors import RetainError
 from retain.ids import StreamId
 from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, checked_archive, decide
 from retain.retention.groups import GroupTrim, first_kept, plan_protected, taken_from_groups
-from retain.retention.limits import Size, candidates, limits_of
+from retain.retention.cuts import Size, candidates, limits_of
 from retain.retention.patterns import expand, scan
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, MinStreamId, require_aware
 

@@ -292,7 +292,7 @@ def plan_protected(conn: RedisLike, entry: Any, now: datetime, size: Any) -> Pro
         WrongTypeError, ServerError, ServerUnavailable: from Redis.
     """
     from retain._redis import RedisLike, translate_errors
-    from retain.retention.limits import candidates
+    from retain.retention.cuts import candidates
 
     key, protect = entry.key, entry.protect
     with translate_errors(key):
@@ -333,7 +333,7 @@ def trim_protected(conn: RedisLike, entry: Any, now: datetime, size: Any) -> tup
 
 
 def _limits(window: Any) -> tuple[Any, ...]:
-    from retain.retention.limits import limits_of
+    from retain.retention.cuts import limits_of
 
     return limits_of(window)
 

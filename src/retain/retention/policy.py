@@ -29,7 +29,7 @@ from retain.errors import InvalidPolicy
 from retain.streams.keys import RawKey, Stream, StreamRef
 from retain.streams.trim import xtrim_command
 from retain.retention.groups import Protect
-from retain.retention.limits import Size, byte_limit, cuts
+from retain.retention.cuts import Size, byte_limit, cuts
 from retain.retention.patterns import StreamPattern
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, Window, require_aware
 
@@ -282,10 +282,10 @@ def decide(policy: Policy | Iterable[PolicyEntry], now: datetime,
     ``now - duration``; a ``~`` window also carries ``LIMIT 0`` so that one beat
     removes every whole node outside the window, however many arrived since the last.
     A byte budget becomes ``MAXLEN`` for the stream's size in ``sizes`` (key ->
-    :class:`~retain.retention.limits.Size`, measured by the caller; without one
+    :class:`~retain.retention.cuts.Size`, measured by the caller; without one
     the budget cuts nothing this beat). An entry with several limits
     (:class:`~retain.windows.Limits`) gets up to two calls, the strictest length
-    and the strictest time limit (:mod:`retain.retention.limits`).
+    and the strictest time limit (:mod:`retain.retention.cuts`).
     Archived entries get no call: a plain XTRIM could remove what is not yet
     archived. A driver folds them first (:attr:`Policy.archived`). Protected
     entries get none either: their trim depends on their groups, read first
