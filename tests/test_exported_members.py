@@ -69,11 +69,12 @@ def test_streams():
 
 def test_retention():
     """retain.retention exports the policy (and its file), the retention driver and how replicas share it, the
-    dry run and the metrics."""
+    dry run and the metrics, and the daemon as a library call (run, run_once, dry_run of a DaemonConfig)."""
     assert sorted(retain.retention.__all__) == sorted([
         "ArchiveSettings", "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile",
         "ReplicaBeat", "Replicas", "RetentionDriver", "StreamPolicy", "StreamPreview", "StreamStatus", "SweepReport", "TrimCall", "beat_delay",
         "decide", "load_policy", "parse_policy", "preview", "stream_status",
+        "DaemonConfig", "daemon", "dry_run", "run", "run_once",
     ])
 
 

@@ -8,12 +8,12 @@ The layers, lowest first (docs/development.md draws them):
   (and ``_nodes``, a cluster's round trip), ``_gc``, ``_fields``, ``_toml``;
 - ``retain.streams``: keys and the trim verb, on the vocabulary alone;
 - ``retain.archive``: on the vocabulary and ``retain.streams``;
-- ``retain.retention``: on the vocabulary, streams and archive;
 - ``retain.wire``: the documents and servers logd and docd talk through, on the vocabulary alone;
-- ``retain.logd``: on the vocabulary and wire;
-- ``retain.docd``: on the vocabulary, wire and logd;
-- ``retain.servers``: the embedded servers, on the vocabulary (and the archive, to open one on a server);
 - ``retain.ops``: health, metrics and the dashboard a daemon serves, on the vocabulary and wire;
+- ``retain.retention``: on the vocabulary, streams and archive (and ops and wire, for its daemon's endpoints);
+- ``retain.logd``: on the vocabulary, wire and ops;
+- ``retain.docd``: on the vocabulary, wire, logd and ops;
+- ``retain.servers``: the embedded servers, on the vocabulary (and the archive, to open one on a server);
 - ``retain.cli`` and ``retain.demo`` sit on top and may import every part.
 
 ``retain`` itself is the vocabulary's package and the library's front door: it
@@ -47,10 +47,10 @@ ALLOWED = {
     "vocabulary": VOCABULARY,
     "retain.streams": VOCABULARY - {"retain._toml"},
     "retain.archive": VOCABULARY | {"retain.streams"},
-    "retain.retention": VOCABULARY | {"retain.streams", "retain.archive"},
+    "retain.retention": VOCABULARY | {"retain.streams", "retain.archive", "retain.ops", "retain.wire"},
     "retain.wire": VOCABULARY,
-    "retain.logd": VOCABULARY | {"retain.wire"},
-    "retain.docd": VOCABULARY | {"retain.wire", "retain.logd"},
+    "retain.logd": VOCABULARY | {"retain.wire", "retain.ops"},
+    "retain.docd": VOCABULARY | {"retain.wire", "retain.logd", "retain.ops"},
     "retain.servers": VOCABULARY | {"retain.streams", "retain.archive"},
     "retain.ops": VOCABULARY | {"retain.wire"},
 }

@@ -16,6 +16,8 @@ from click.testing import CliRunner
 
 from retain.archive import Archive, fold, read
 from retain.cli import main
+from retain.errors import InvalidInput, InvalidPolicy
+from retain.retention import DaemonConfig, dry_run, load_policy, run_once
 from retain.servers import free_port
 from retain.streams import StreamRef
 from tests.helpers.archive import archived_ids
@@ -297,3 +299,65 @@ class TestArchived:
         assert [entry_id for entry_id, _ in read(redis_conn, feed, Archive(archive_url))] == appended
         archived = archived_ids(Archive(archive_url), feed)
         assert len(archived) == len(set(archived)) == len(appended) - 10
+
+
+LIBRARY_RUN = """
+import sys
+from retain.retention import DaemonConfig, load_policy, run
+run(DaemonConfig(load_policy(sys.argv[1]), http=("127.0.0.1", int(sys.argv[2]))))
+"""
+
+
+class TestLibrary:
+    """The daemon as a library call, no click: what `retain streams run` runs is retain.retention's."""
+
+    def test_run_once_and_dry_run(self, tmp_path, redis_server, redis_conn):
+        """run_once(config) is one beat's report; dry_run(config) previews and trims nothing."""
+        append(redis_conn, FEED_KEY, 50)
+        config = DaemonConfig.from_file(str(write_policy(tmp_path, redis_server.url, FEED)))
+        _, rows = dry_run(config)
+        assert [(row.key, row.length) for row in rows] == [(FEED_KEY, 50)] and redis_conn.xlen(FEED_KEY) == 50
+        report = run_once(config)
+        assert report.removed_by == {FEED_KEY: 40} and redis_conn.xlen(FEED_KEY) == 10
+
+    def test_config_fields_over_the_file(self, tmp_path, redis_server, redis_conn):
+        """The url field beats the file's; a bad replica name is refused when the config is made, before I/O."""
+        dead = f"redis://127.0.0.1:{free_port()}/0"
+        append(redis_conn, FEED_KEY, 20)
+        policy = load_policy(str(write_policy(tmp_path, dead, FEED)))
+        assert run_once(DaemonConfig(policy, url=redis_server.url)).removed_by == {FEED_KEY: 10}
+        with pytest.raises(InvalidPolicy, match="name"):
+            DaemonConfig(policy, replica="has space")
+
+    def test_a_malformed_url_names_its_source(self, tmp_path):
+        """A URL the client cannot parse is refused before any I/O, naming where it came from."""
+        config = DaemonConfig.from_file(str(write_policy(tmp_path, "redis://127.0.0.1:notaport/0", FEED)))
+        with pytest.raises(InvalidInput, match=re.escape(f"(from the url of {tmp_path / 'retain.toml'})")):
+            run_once(config)
+
+    def test_run_serves_and_stops_on_sigterm(self, tmp_path, redis_server, redis_conn):
+        """run(config) in a plain Python process trims, serves its metrics, and ends with 0 on SIGTERM."""
+        append(redis_conn, FEED_KEY, 500)
+        port = free_port()
+        log = tmp_path / "daemon.log"
+        with log.open("w") as stderr:
+            process = subprocess.Popen([sys.executable, "-c", LIBRARY_RUN, str(write_policy(tmp_path, redis_server.url,
+                                                                                              FEED)), str(port)],
+                                       stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            deadline, metrics = time.monotonic() + 30, ""
+            while removed(metrics) < 490:
+                assert process.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, f"the daemon never trimmed\n{log.read_text()}"
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                        metrics = response.read().decode()
+                except (urllib.error.URLError, ConnectionError):
+                    time.sleep(0.01)
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=30) == 0, log.read_text()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert "retention driver stopped after" in log.read_text()

@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
-from dataclasses import replace
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
 
 import click
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from retain._redis import TlsFiles, redis_client, translate_errors
+from retain._redis import TlsFiles, translate_errors
 from retain.clock import utc_now
-from retain.daemon import Service, run_daemon
-from retain.errors import InvalidInput, InvalidPolicy, ServerUnavailable
-from retain.cli._common import (DEFAULT_REDIS_URL, URL_HELP, RedisTarget, connect, parse_instant, redis_url_option,
-                                tls_options)
-from retain.cli._ops import StreamsOps, http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
-from retain.retention import PolicyFile, Replicas, RetentionDriver, SweepReport, load_policy, preview
+from retain.errors import InvalidPolicy
+from retain.cli._common import URL_HELP, RedisTarget, connect, parse_instant, redis_url_option, tls_options
+from retain.cli._ops import http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
+from retain.retention import PolicyFile, StreamPreview, SweepReport, daemon, load_policy
+from retain.retention.daemon import DaemonConfig
 from retain.streams import RawKey, StreamRef, trim
 from retain.streams.keys import DEFAULT_PREFIX
 from retain.windows import MaxAge, MaxLen, MinId
-
-if TYPE_CHECKING:
-    from retain.archive import Archive
-    from retain.wire import Tokens
 
 __all__ = ["streams"]
 
@@ -152,49 +141,22 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
     address = http_address(http) if http is not None else None
     if metrics_port is not None:
         address = http_address(f"{metrics_addr}:{metrics_port}", "--metrics-addr")
-    readers = ops_tokens(ops_tokens_file, insecure, address)
     policy_file = load_policy(policy_path)
-    if replica_name is not None:
-        try:
-            policy_file = replace(policy_file, replicas=replace(policy_file.replicas, name=replica_name))
-        except InvalidPolicy as exc:
-            raise click.BadParameter(str(exc).replace("[replicas] name", "the name"), param_hint="--replica") from None
-    archive = policy_file.open_archive()
-    conn = _client(RedisTarget(url or policy_file.url or os.environ.get("RETAIN_REDIS_URL") or DEFAULT_REDIS_URL,
-                               policy_file.cluster, TlsFiles(tls_ca, tls_cert, tls_key)), policy_file.tick)
     try:
-        if dry_run:
-            _dry_run(conn, policy_file, archive)
-        elif once:
-            _once(_driver(conn, policy_file, archive, replicas=Replicas(enabled=False)))
-        else:
-            _daemon(conn, policy_file, archive, address, readers, log_format)
-    finally:
-        conn.close()
+        config = DaemonConfig(policy_file, url=url, tls=TlsFiles(tls_ca, tls_cert, tls_key), replica=replica_name,
+                              http=address, readers=ops_tokens(ops_tokens_file, insecure, address),
+                              log_format=log_format)
+    except InvalidPolicy as exc:
+        raise click.BadParameter(str(exc).replace("[replicas] name", "the name"), param_hint="--replica") from None
+    if dry_run:
+        _print_dry_run(policy_file, *daemon.dry_run(config))
+    elif once:
+        _print_once(daemon.run_once(config))
+    else:
+        daemon.run(config)
 
 
-def _client(target: RedisTarget, tick: float) -> Any:
-    # One retry covers a pooled connection gone stale; the driver's own backoff is the retry policy. A server
-    # that stops answering (frozen, a network partition) fails a command after a few ticks instead of holding
-    # the beat for ever; on a cluster, its commands alone (retain._nodes).
-    timeout = max(2.0, 2 * tick)
-    options: dict[str, Any] = {"retry": Retry(NoBackoff(), 1), "socket_timeout": timeout,
-                               "socket_connect_timeout": timeout}
-    try:
-        with translate_errors():
-            return redis_client(target.url, cluster=target.cluster, tls=target.tls, **options)
-    except InvalidInput as exc:
-        raise click.BadParameter(str(exc), param_hint="--url") from exc
-
-
-def _driver(conn: Any, policy_file: PolicyFile, archive: Archive | None, **options: Any) -> RetentionDriver:
-    return RetentionDriver.from_policy_file(conn, policy_file, archive=archive, **options)
-
-
-def _dry_run(conn: Any, policy_file: PolicyFile, archive: Archive | None) -> None:
-    now = utc_now()
-    rows = preview(conn, policy_file.policy, now=now, archive=archive, fold_min_entries=policy_file.fold_min_entries,
-                   maintenance=policy_file.maintenance())
+def _print_dry_run(policy_file: PolicyFile, now: datetime, rows: list[StreamPreview]) -> None:
     click.echo(f"dry run at {now.isoformat(timespec='seconds')}: nothing is folded or trimmed, no lease is taken "
                "(every stream of the policy, whichever replica holds it)")
     for pattern in policy_file.policy.patterns:
@@ -207,8 +169,7 @@ def _dry_run(conn: Any, policy_file: PolicyFile, archive: Archive | None) -> Non
         sys.exit(1)
 
 
-def _once(driver: RetentionDriver) -> None:
-    report = driver.sweep()
+def _print_once(report: SweepReport) -> None:
     click.echo("one beat, taking no lease: every stream of the policy, whichever replica holds it")
     click.echo(report.summary())
     for key, removed in report.removed_by.items():
@@ -221,73 +182,3 @@ def _once(driver: RetentionDriver) -> None:
         click.echo(f"{key}  {'fold failed, not trimmed' if key in report.fold_failures else 'failed'}: {error}")
     if report.failures:
         sys.exit(1)
-
-
-def _check_credentials(conn: Any, log: logging.Logger) -> None:
-    """Refuse to start with credentials Redis refuses (AuthenticationError: one line, exit 1); a Redis that is
-    down is only a warning: the driver backs off and reaches it when it comes back."""
-    try:
-        with translate_errors():
-            conn.ping()
-    except ServerUnavailable as exc:
-        log.warning("%s; the driver starts anyway and backs off until it answers", exc)
-
-
-def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, address: tuple[str, int] | None,
-            readers: Tokens | None, log_format: str) -> None:
-    log = logging.getLogger("retain.daemon")
-    ops = StreamsOps(conn, policy_file, archive) if address is not None else None
-
-    def on_report(report: SweepReport) -> None:
-        log.info(report.summary(), extra=_fields_of(report))
-        if ops is not None:
-            ops.on_report(report)
-
-    driver = _driver(conn, policy_file, archive, measure_lengths=ops is not None, on_report=on_report)
-    if ops is not None:
-        ops.attach(driver)
-    _check_credentials(conn, log)
-    services: list[Service] = [driver]
-    if ops is not None and address is not None:
-        services[:0] = ops.services(address, readers)
-    folding = f" ({len(policy_file.policy.archived)} folded into {archive.url})" if archive is not None else ""
-
-    def where() -> str:
-        if ops is None:
-            return ""
-        host, port = services[0].address  # type: ignore[attr-defined]
-        return f"; health, metrics and dashboard at http://{host}:{port}/"
-
-    run_daemon(*services, name="retention driver", log=log, log_format=log_format,
-               finishing="the beat in progress and its archive work",
-               stopped=lambda: f"after {driver.beats} beats",
-               started=lambda: f"retention driver started: {len(policy_file.policy)} streams{folding} from "
-                               f"{policy_file.source}, tick {policy_file.tick:g}s{sharing(driver)}{where()}")
-
-
-def sharing(driver: RetentionDriver) -> str:
-    """How the start line says the driver shares its policy: as which replica, in how many shards."""
-    replicas = driver.replicas
-    if not replicas.enabled:
-        return "; no replicas: this daemon trims every stream"
-    return (f"; replica {driver.leases.name} of group {driver.leases.shards.group} ({replicas.shards} shards, "
-            f"{replicas.lease_seconds:g} s leases)")
-
-
-def _fields_of(report: SweepReport) -> dict[str, Any]:
-    """What a JSON log line of a beat carries besides its text: removed, folded, failures by stream, W."""
-    fields: dict[str, Any] = {"removed": report.removed, "trims": report.calls, "elapsed_s": round(report.elapsed, 6)}
-    if report.folded_by:
-        fields["folded"] = report.folded
-        fields["watermarks"] = {key: str(w) if w is not None else None for key, w in report.watermarks.items()}
-    if report.failures:
-        fields["failures"] = {key: {"error": type(error).__name__, "message": str(error)}
-                              for key, error in report.failures.items()}
-    if report.replica is not None:
-        fields["shards"] = len(report.replica.held)
-        takeovers = [takeover.shard for takeover in report.replica.changes.takeovers if takeover.expired]
-        if takeovers:
-            fields["takeovers"] = takeovers
-    if report.races_lost:
-        fields["races_lost"] = dict(report.races_lost)
-    return fields

@@ -16,8 +16,9 @@ registers, :class:`Samples` keeps a process's own samples for the last hour, the
 dashboard renders a snapshot to HTML; :class:`OpsServer` serves them (a service for
 :func:`retain.daemon.run_daemon`).
 
-Imports: the vocabulary and :mod:`retain.wire` (its uvicorn runner); the daemons'
-command modules compose it with their part, which never imports it.
+Imports: the vocabulary and :mod:`retain.wire` (its uvicorn runner); each part that
+runs a daemon composes it with its own state in the module that assembles that daemon
+(:mod:`retain.retention.endpoints`), imported only when the endpoints are served.
 """
 
 from retain.ops.dashboard import DashboardPage, LogdPanel, ReplicaPanel, StreamRow, render_dashboard

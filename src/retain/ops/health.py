@@ -45,6 +45,10 @@ class Readiness:
             document["details"] = dict(self.details)
         return document
 
+    def listed(self) -> list[str]:
+        """The reasons as the dashboard lists them: ``redis: Redis unavailable: ...``."""
+        return [f"{name}: {reason}" for name, reason in self.reasons.items()]
+
 
 class Health:
     """The checks a daemon registers; :meth:`readiness` runs them all."""

@@ -6,19 +6,24 @@ decision (:mod:`~retain.retention.policy`), the TOML policy file the daemon runs
 runners (:mod:`~retain.retention.driver`), a dry run of one beat
 (:mod:`~retain.retention.dryrun`), what an operator watches of each stream
 (:mod:`~retain.retention.status`) and the driver's Prometheus metrics
-(:mod:`~retain.retention.metrics`).
+(:mod:`~retain.retention.metrics`), and the daemon assembled from a policy file
+(:mod:`~retain.retention.daemon`: ``run(DaemonConfig(load_policy("retain.toml")))`` is
+``retain streams run retain.toml``).
 
 Example:
     >>> driver = RetentionDriver(redis.Redis(), [(StreamRef("codemojex", "activity"), MaxLen(10_000))])
     >>> with driver:          # beats every second on a thread until the block ends
     ...     serve_the_game()
 
-Imports: the vocabulary, :mod:`retain.streams` and :mod:`retain.archive`; nothing
-imports it but the CLI and the demo. The archive (pyarrow, obstore) is imported
+Imports: the vocabulary, :mod:`retain.streams` and :mod:`retain.archive`, and for the
+daemon's endpoints alone :mod:`retain.ops` and :mod:`retain.wire`; nothing imports it
+but the CLI and the demo. The archive (pyarrow, obstore) is imported
 only where an archive is in use, so that a policy without archiving never loads it.
 """
 
 from retain.beats import beat_delay
+from retain.retention import daemon
+from retain.retention.daemon import DaemonConfig, dry_run, run, run_once
 from retain.retention.driver import AsyncRetentionDriver, RetentionDriver
 from retain.retention.report import ReplicaBeat, SweepReport
 from retain.retention.dryrun import StreamPreview, preview
@@ -31,6 +36,7 @@ from retain.retention.status import StreamStatus, stream_status
 __all__ = [
     "ArchiveSettings",
     "AsyncRetentionDriver",
+    "DaemonConfig",
     "DriverMetrics",
     "Policy",
     "PolicyEntry",
@@ -44,9 +50,13 @@ __all__ = [
     "SweepReport",
     "TrimCall",
     "beat_delay",
+    "daemon",
     "decide",
+    "dry_run",
     "load_policy",
     "parse_policy",
     "preview",
+    "run",
+    "run_once",
     "stream_status",
 ]

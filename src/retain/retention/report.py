@@ -112,6 +112,24 @@ class SweepReport:
         """What failed this replica's lease round trip whole (it then trimmed only what it still held)."""
         return self.replica.changes.error if self.replica is not None else None
 
+    def log_fields(self) -> dict[str, Any]:
+        """What a JSON log line of the beat carries besides its text: removed, folded, failures by stream, W."""
+        fields: dict[str, Any] = {"removed": self.removed, "trims": self.calls, "elapsed_s": round(self.elapsed, 6)}
+        if self.folded_by:
+            fields["folded"] = self.folded
+            fields["watermarks"] = {key: str(w) if w is not None else None for key, w in self.watermarks.items()}
+        if self.failures:
+            fields["failures"] = {key: {"error": type(error).__name__, "message": str(error)}
+                                  for key, error in self.failures.items()}
+        if self.replica is not None:
+            fields["shards"] = len(self.replica.held)
+            takeovers = [takeover.shard for takeover in self.replica.changes.takeovers if takeover.expired]
+            if takeovers:
+                fields["takeovers"] = takeovers
+        if self.races_lost:
+            fields["races_lost"] = dict(self.races_lost)
+        return fields
+
     def summary(self) -> str:
         """One line for a log, such as ``beat at <instant>: removed 120 entries in 3 trims, 1 failed, 1.2 ms``.
 
