@@ -109,7 +109,7 @@ def test_logd():
         "Or", "Path", "Raw", "Read", "Schema", "ScopeInfo", "PostgresBackend", "ServerThread", "Session", "Settings",
         "SqliteBackend", "Store", "Tier", "Written", "parse",
         "RetainRequest", "RetainResult", "RetainRule", "RuleResult", "Selection", "parse_retain", "run_retain",
-        "select", "Backup", "Restore", "backup", "restore",
+        "select", "Backup", "Restore", "backup", "restore", "ScheduleConfig", "run_scheduled", "send_once",
     ])
 
 
@@ -135,7 +135,7 @@ def test_docd():
         "LOGD", "UNSUPPORTED", "Controller", "DocdServer", "Fanout", "Forward", "Mount", "MountTable", "Owner",
         "OwnerRequest", "Owners", "RuleRoute", "SessionChange", "ThreadedServer", "answer_forward",
         "answer_retain", "controller_verbs", "delta_from", "fan_out", "load_mounts", "parse_mounts", "render_answer",
-        "route",
+        "route", "DocdConfig", "serve",
     ])
 
 

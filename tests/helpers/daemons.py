@@ -59,13 +59,18 @@ def _answers(url: str) -> bool:
 
 
 @contextmanager
-def running(args: list[str], tmp_path: Path, *, name: str = "daemon") -> Iterator[Daemon]:
-    """``retain *args --http 127.0.0.1:PORT`` running until the block ends, then SIGTERM: it must exit 0."""
+def running(args: list[str], tmp_path: Path, *, name: str = "daemon", library: str | None = None) -> Iterator[Daemon]:
+    """``retain *args --http 127.0.0.1:PORT`` running until the block ends, then SIGTERM: it must exit 0.
+
+    With ``library``, that Python code runs instead of the command, with PORT as ``sys.argv[1]`` and ``args``
+    after it: a daemon started through its library entry, no click.
+    """
     port = free_port()
     log = tmp_path / f"{name}.log"
+    command = ([sys.executable, "-c", library, str(port), *args] if library is not None
+               else [sys.executable, "-c", RUN, *args, "--http", f"127.0.0.1:{port}"])
     with log.open("w") as stderr:
-        process = subprocess.Popen([sys.executable, "-c", RUN, *args, "--http", f"127.0.0.1:{port}"],
-                                   stdout=subprocess.DEVNULL, stderr=stderr)
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
     daemon = Daemon(process, f"http://127.0.0.1:{port}", log)
     try:
         wait_for(lambda: _answers(daemon.base + "/healthz"), f"{name} to answer /healthz", child=process)

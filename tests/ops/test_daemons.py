@@ -7,6 +7,8 @@ import urllib.error
 import re
 from pathlib import Path
 
+import pytest
+
 from retain.servers import RedisServer
 from tests.helpers.daemons import get, running
 from tests.helpers.streams import append
@@ -216,3 +218,51 @@ class TestTokens:
                                 text=True, timeout=60)
         assert result.returncode == 1 and "refusing to serve 0.0.0.0 without tokens" in result.stderr
         assert "Traceback" not in result.stderr
+
+
+DOCD_SERVE = """
+import sys
+from retain.docd import DocdConfig, load_mounts, serve
+serve(DocdConfig(load_mounts(sys.argv[2]), socket_path=sys.argv[3], http=("127.0.0.1", int(sys.argv[1]))))
+"""
+
+SCHEDULE_RUN = """
+import sys
+from retain.logd import ScheduleConfig, run_scheduled
+from retain.logd.schedule import load_schedule
+run_scheduled(ScheduleConfig(load_schedule(sys.argv[2]), http=("127.0.0.1", int(sys.argv[1]))))
+"""
+
+
+class TestLibraryEntries:
+    """docd and the schedule started through their library entries (a frozen config, no click): the same
+    daemon, endpoints and stop as the commands'."""
+
+    def test_docd_serve(self, tmp_path):
+        mounts = tmp_path / "mounts.toml"
+        mounts.write_text(f'logd = "unix:{tmp_path / "logd.sock"}"\n')
+        with running([str(mounts), str(tmp_path / "docd.sock")], tmp_path, library=DOCD_SERVE) as daemon:
+            status, answer = daemon.json("/readyz")
+            assert status == 503 and "every owner is down: logd" in answer["reasons"]["owners"]
+        assert "docd serving on unix:" in daemon.log.read_text()
+
+    def test_docd_config_takes_one_address(self, tmp_path):
+        """A TCP and a socket address both: refused when the config is made, before anything opens; neither:
+        docd's default address."""
+        from retain.docd import DocdConfig, parse_mounts
+        from retain.docd.daemon import DEFAULT_LISTEN
+        from retain.errors import InvalidInput
+
+        table = parse_mounts('logd = "unix:/nowhere.sock"\n')
+        with pytest.raises(InvalidInput, match="not both"):
+            DocdConfig(table, listen=("127.0.0.1", 7410), socket_path=str(tmp_path / "docd.sock"))
+        assert DocdConfig(table).listen == DEFAULT_LISTEN
+
+    def test_schedule(self, tmp_path):
+        schedule = tmp_path / "schedule.toml"
+        schedule.write_text(f'connect = "unix:{tmp_path / "none.sock"}"\nevery = "1s"\n'
+                            '[[rule]]\npath = "jobs.*"\nage = ".at"\nafter = "1d"\n')
+        with running([str(schedule)], tmp_path, library=SCHEDULE_RUN) as daemon:
+            wait_for(lambda: daemon.get("/readyz")[0] == 503, "the schedule to say logd is unreachable",
+                     child=daemon.process)
+        assert "retain schedule stopped after" in daemon.log.read_text()

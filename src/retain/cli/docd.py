@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from retain.cli._ops import docd_ops, http_address, http_option, log_format_option
+from retain.cli._ops import http_address, http_option, log_format_option
 from retain.daemon import stop_signals_held
 from retain.wire import Limits
 
@@ -84,27 +84,17 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
         retain docd serve --mounts mounts.toml --http 127.0.0.1:9467 --log-format json
     """
     from retain.cli.logd import server_security
-    from retain.daemon import run_daemon
+    from retain.docd.daemon import DocdConfig, serve
     from retain.docd.mounts import load_mounts
-    from retain.docd.server import DocdServer
-    from retain.wire import ThreadedServer
 
     ops_address = http_address(http) if http is not None else None
     table = load_mounts(mounts_file).with_logd(logd_address)
     where = _stream_address(listen, socket_path, DEFAULT_LISTEN)
     tokens, _, mode = server_security(tokens_file, insecure, None, None, socket_mode, [where.get("listen"),
                                                                                        ops_address])
-    ops: list[Any] = []
-    if ops_address is not None:
-        ops_server, observe = docd_ops(table, ops_address, tokens)
-        ops.append(ops_server)
-        where["observe"] = observe
-    running = ThreadedServer(DocdServer(table, limits=Limits(max_bytes=max_document_bytes), tokens=tokens,
-                                        owner_token=owner_token, insecure=insecure, socket_mode=mode, **where))
-    services = [running, *ops]  # /healthz answers once docd itself serves
-    mounts = ", ".join(mount.name for mount in table.mounts) or "none"
-    run_daemon(*services, name="docd", finishing="the requests under way", log_format=log_format,
-               started=lambda: f"docd serving on {_where(running.server, socket_path)}; mounts: {mounts}")
+    serve(DocdConfig(table, listen=where.get("listen"), socket_path=socket_path, max_document_bytes=max_document_bytes,
+                     tokens=tokens, owner_token=owner_token, insecure=insecure, socket_mode=mode, http=ops_address,
+                     log_format=log_format))
 
 
 @docd.command("controller")

@@ -8,8 +8,7 @@ from typing import IO, Any
 
 import click
 
-from retain.cli._ops import (ScheduleOps, http_address, http_option, log_format_option, logd_page, logd_readiness,
-                             ops_tokens, ops_tokens_options)
+from retain.cli._ops import http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
 from retain.daemon import stop_signals_held
 from retain.errors import RetainError
 from retain.cli._limits import LIMIT_HELP, parse_limits
@@ -87,6 +86,7 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
     from retain.daemon import run_daemon
     from retain.logd import Store
     from retain.logd.client import parse_address
+    from retain.logd.endpoints import logd_page, logd_readiness
     from retain.logd.server import ServerThread
     from retain.logd.settings import Settings
 
@@ -379,55 +379,19 @@ def schedule_command(policy_path: str, address: str | None, once: bool, token: s
         retain logd schedule retain-jobs.toml --once --connect unix:/run/logd.sock
         retain logd schedule retain-jobs.toml --http 127.0.0.1:9466 --log-format json
     """
-    import logging
-    import time
-
-    from retain.beats import Beat
-    from retain.clock import utc_now
-    from retain.daemon import run_daemon
-    from retain.logd.client import parse_address
-    from retain.logd.schedule import describe_answer, load_schedule, schedule_beat, send_retain
+    from retain.logd.schedule import load_schedule
+    from retain.logd.schedule_daemon import ScheduleConfig, run_scheduled, send_once
     from retain.wire import dump_braced
 
     if http is not None and once:
         raise click.UsageError("--http serves a running schedule: drop --once")
     ops_address = http_address(http) if http is not None else None
-    readers = ops_tokens(ops_tokens_file, insecure, ops_address)
-    schedule = load_schedule(policy_path)
-    target = parse_address(address or schedule.connect or DEFAULT_LISTEN)
-    if once:
-        answer = send_retain(target, schedule.request_at(utc_now()), scope=schedule.scope, token=token)
-        sys.stdout.write(dump_braced(answer))
-        if "error" in answer:
-            sys.exit(1)
+    config = ScheduleConfig(load_schedule(policy_path), connect=address, token=token, http=ops_address,
+                            readers=ops_tokens(ops_tokens_file, insecure, ops_address), log_format=log_format)
+    if not once:
+        run_scheduled(config)
         return
-    log = logging.getLogger("retain.schedule")
-    ops = ScheduleOps(schedule.source, schedule.every.total_seconds()) if ops_address is not None else None
-    sent = [time.perf_counter()]
-
-    def send(*args: Any, **options: Any) -> dict[str, Any]:
-        sent[0] = time.perf_counter()
-        return send_retain(*args, token=token, **options)
-
-    def on_answer(now: Any, answer: dict[str, Any]) -> None:
-        summary = describe_answer(answer)
-        log.info(summary, extra={"answer": answer})
-        if ops is not None:
-            ops.answered(now, answer, summary, time.perf_counter() - sent[0])
-
-    def on_error(now: Any, error: Exception) -> None:
-        log.warning("retain at %s: %s", now.isoformat(), error, extra={"error": type(error).__name__})
-        if ops is not None:
-            ops.failed(now, error)
-
-    beat: Beat = schedule_beat(schedule, target, on_answer=on_answer, on_error=on_error, send=send)
-    services: list[Any] = [beat]
-    if ops is not None and ops_address is not None:
-        from retain.ops import OpsServer
-
-        services.insert(0, OpsServer(ops_address, ops.health, ops.registry, ops.page, readers))
-    run_daemon(*services, name="retain schedule", log=log, log_format=log_format, finishing="the beat in progress",
-               stopped=lambda: f"after {beat.beats} beats",
-               started=lambda: f"retain schedule from {schedule.source}: {len(schedule.request.rules)} rules "
-                               f"every {schedule.every} to {address or schedule.connect or DEFAULT_LISTEN}")
-
+    answer = send_once(config)
+    sys.stdout.write(dump_braced(answer))
+    if "error" in answer:
+        sys.exit(1)

@@ -10,15 +10,18 @@ mount holds it otherwise -- and a retain request is split by owner, sent to ever
         ...
 
 The routing itself is pure: :func:`route` plans, :func:`answer_retain` answers.
+:func:`serve` runs docd as ``retain docd serve`` does, from a :class:`DocdConfig`
+(its endpoints included).
 
 docd imports the vocabulary (:mod:`retain.errors`, :mod:`retain.clock`, :mod:`retain._fields`,
 :mod:`retain._toml`), :mod:`retain.wire` (documents, the stream server and its connection loop,
-running a server) and the public names of logd it needs -- paths, the retain request's parser,
+running a server), :mod:`retain.ops` for its endpoints, and the public names of logd it needs -- paths, the retain request's parser,
 the client, and for the controller kit the store and its verb table -- never logd's server.
 Only the CLI and the demo import docd.
 """
 
 from retain.docd.controller import UNSUPPORTED, Controller, controller_verbs
+from retain.docd.daemon import DocdConfig, serve
 from retain.docd.mounts import LOGD, Mount, MountTable, load_mounts, parse_mounts
 from retain.docd.owners import Owners, fan_out
 from retain.docd.render import render_answer
@@ -31,6 +34,7 @@ __all__ = [
     "LOGD",
     "UNSUPPORTED",
     "Controller",
+    "DocdConfig",
     "DocdServer",
     "Fanout",
     "Forward",
@@ -51,4 +55,5 @@ __all__ = [
     "parse_mounts",
     "render_answer",
     "route",
+    "serve",
 ]

@@ -12,10 +12,11 @@ precondition-guarded delete commits. :func:`backup` copies a SQLite store at one
 serves; :func:`restore` puts a copy back.
 
 Served (``retain logd serve``) it speaks YAML or JSON documents over a stream socket
-and HTTP; :class:`Client` and :class:`AsyncClient` talk to it.
+and HTTP; :class:`Client` and :class:`AsyncClient` talk to it. :func:`run_scheduled`
+is ``retain logd schedule`` from a :class:`ScheduleConfig`: a retain request sent on a beat.
 
 logd imports the vocabulary (:mod:`retain.errors`, :mod:`retain.clock`, :mod:`retain._fields`)
-and :mod:`retain.wire` -- the documents, their tags (re-exported here: :class:`Or`,
+and :mod:`retain.wire` (and :mod:`retain.ops`, for its daemons' endpoints alone) -- the documents, their tags (re-exported here: :class:`Or`,
 :class:`LogdKey`, :class:`AutoId`, :class:`Raw`), the stream and HTTP servers -- and never
 docd, streams or archive.
 """
@@ -26,6 +27,7 @@ from retain.logd.paths import Path, parse
 from retain.logd.postgres import PostgresBackend
 from retain.logd.retain import RetainResult, RuleResult, run_retain
 from retain.logd.retain_rules import RetainRequest, RetainRule, Selection, parse_retain, select
+from retain.logd.schedule_daemon import ScheduleConfig, run_scheduled, send_once
 from retain.logd.schema import Schema
 from retain.logd.server import LogdServer, ServerThread
 from retain.logd.settings import Settings, Tier
@@ -55,6 +57,7 @@ __all__ = [
     "RetainResult",
     "RetainRule",
     "RuleResult",
+    "ScheduleConfig",
     "Schema",
     "ScopeInfo",
     "Selection",
@@ -70,5 +73,7 @@ __all__ = [
     "parse_retain",
     "restore",
     "run_retain",
+    "run_scheduled",
     "select",
+    "send_once",
 ]
