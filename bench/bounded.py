@@ -21,7 +21,7 @@ SAMPLE_EVERY seconds (the peak length is the figure), and MEMORY USAGE of the
 declared streams and of the control every MEMORY_EVERY seconds. Once the window
 is full the declared streams' memory must stay flat while the control's grows.
 
-Then the archived run (issue 13): ARCHIVED streams (1,000 by default) declared
+Then the archived run: ARCHIVED streams (1,000 by default) declared
 ``MaxLen(ARCHIVED_WINDOW)`` with ``archive = true`` on a local archive (a
 temporary directory), beaten by hand ARCHIVED_BEATS times: before each beat
 ARCHIVED_RATE entries are appended to every stream (not timed), then one

@@ -1,6 +1,6 @@
 """One beat of the retention driver over 1,000 and 10,000 streams: pipelined against one trim after another.
 
-The baseline is the seed's shape of a sweep, in the same run on the same
+The baseline is the braced shape of a sweep, in the same run on the same
 streams: decide the beat, then call ``trim`` once per stream, each a round trip.
 The driver sends the same XTRIMs in one pipeline (``RetentionDriver.sweep``).
 

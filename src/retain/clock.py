@@ -3,7 +3,7 @@
 - :func:`utc_now` is the real clock. Only an entry point that owns the clock
   calls it (a driver's default ``clock=``, a CLI command, a server answering a
   request that names no ``now``); everything below takes ``now`` as a parameter.
-- :func:`parse_rfc3339` reads a date-time strictly, as seed 004 demands of a
+- :func:`parse_rfc3339` reads a date-time strictly, as the retain request demands of a
   record's timestamp: a ``T`` between date and time, seconds, an optional
   fraction and a zone (``Z`` or ``+HH:MM``). An epoch number, a date alone or a
   time without a zone is not a time and gives None.

@@ -1,6 +1,6 @@
 """retain.archive.gap: entries in neither tier are an ArchiveGap, never a shorter read (INV-NOSILENTGAP).
 
-Issue 13, finding 5: deleting the archive's newest log entry made a merge-read return 2,500 of 3,000
+Deleting the archive's newest log entry made a merge-read return 2,500 of 3,000
 entries with no error, and the next fold reported success. Each test makes the damage by hand, on a
 real Redis and a real archive, and checks the read, the fold and the beat all refuse.
 """

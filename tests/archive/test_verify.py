@@ -1,6 +1,6 @@
 """retain.archive.verify and ``retain archive verify``: a whole archive checked, each damaged object named.
 
-The damage of issue 13, finding 5, made by hand on a real archive (and a real Redis for the gap): a data file
+Damage made by hand on a real archive (and a real Redis for the gap): a data file
 deleted, bytes flipped in one, the newest log entry deleted, the stream trimmed past W.
 """
 
@@ -92,7 +92,7 @@ def test_trimmed_past_w(filled, redis_conn, redis_server, stream):
 
 
 def test_xdel_then_newest_log_entry_deleted(filled, redis_conn, redis_server, stream):
-    """Issue 23, finding 5, as the attack was made: a consumer XDELs one live entry, the archive loses its newest
+    """The silent gap after one XDEL, as the attack was made: a consumer XDELs one live entry, the archive loses its newest
     commit. The counts cannot tell (an XDEL above W), the trim mark can: verify names the stream, and `retain
     archive read` refuses instead of printing 5,800 of 5,999 ids and exiting 0. On every server, 6.2 too."""
     live = [entry_id for entry_id, _ in redis_conn.xrange(stream.key)]

@@ -2,7 +2,7 @@
 
 - ``logd``: a logd store served by logd's own server on loopback TCP;
 - ``verse.ctl``: a controller (the kit) over a store of its own on a Unix socket,
-  without retain -- the seed's controller that does not implement it;
+  without retain -- docs/docd.md's controller that does not implement it;
 - ``ci``: a controller (the kit) over a store of its own that implements retain -- the
   runs controller -- on loopback TCP;
 - ``feed``: logd's own server over a store of its own on a Unix socket: a controller

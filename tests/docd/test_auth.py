@@ -1,4 +1,4 @@
-"""docd with tokens (issue 13, finding 1): it enforces its callers' permissions itself and reaches logd with a
+"""docd with tokens: it enforces its callers' permissions itself and reaches logd with a
 token of its own."""
 
 from __future__ import annotations

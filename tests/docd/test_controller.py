@@ -60,7 +60,7 @@ class TestServing:
 
     @pytest.mark.parametrize("verb", ["compact", "watch", "frobnicate"])
     def test_a_verb_it_lacks_is_unsupported(self, controller, verb):
-        """A verb it does not offer is answered with the seed's words, exactly."""
+        """A verb it does not offer is answered with docs/docd.md's words, exactly."""
         with Client(controller.address) as client:
             assert client.request({verb: {}}) == {"error": {"code": "unsupported", "message": UNSUPPORTED}}
             with pytest.raises(Unsupported):

@@ -9,7 +9,7 @@ from retain.demo.docd_routes import docd_routes
 
 
 def test_docd_act():
-    """The act runs without a Redis and prints the plan and the answer in the seed's shape, rules in order."""
+    """The act runs without a Redis and prints the plan and the answer in the braced shape, rules in order."""
     console = Console(record=True, width=80)
     docd_routes(None, console)
     text = console.export_text()

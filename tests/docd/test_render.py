@@ -1,4 +1,4 @@
-"""Answers rendered as seed 004 writes docd's."""
+"""Answers rendered in docd's braced spelling (docs/docd.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Retain through docd against logd's real retain: the seed's example, one now, rule order, owners down."""
+"""Retain through docd against logd's real retain: docs/docd.md's example, one now, rule order, owners down."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ SEED_REQUEST = b"""{retain: {now: "2026-09-12T08:00:00Z", what: [
 ...
 """
 
-#: seed 004, "Through docd", character for character
+#: docs/docd.md's retain example, character for character
 SEED_ANSWER = """\
 {result: {retain: {now: "2026-09-12T08:00:00Z", commit: 4127, deleted: 300, rules: [
   {path: jobs.*, deleted: 300, owner: logd}
@@ -62,7 +62,7 @@ def seed_logd(store, head: int) -> None:
 class TestTheSeedsExample:
     def test_three_rules_three_answers(self, world):
         """jobs.* at logd, verse.ctl.runs.* at a controller without retain, verse.* at logd over verse.ctl:
-        the seed's answer, exactly, over real sockets."""
+        docs/docd.md's answer, exactly, over real sockets."""
         seed_logd(world.logd_store, head=4125)  # 300 deletes in batches of 256: commits 4126 and 4127
         with Client(world.ctl_socket) as ctl:
             ctl.patch([{"set": "runs.r1", "value": {"at": stamp(NOW - timedelta(days=30))}}])

@@ -64,7 +64,7 @@ class TestRouteRetain:
         assert {sent.request["retain"]["now"] for sent in plan.requests} == {plan.now}
 
     def test_whole_seconds_print_without_fraction(self):
-        """A clock on a whole second prints as the seed writes times."""
+        """A clock on a whole second prints as docs/docd.md writes times."""
         assert format_rfc3339(NOW) == "2026-09-12T08:00:00Z"
 
     def test_the_callers_now_is_kept_as_written(self):
@@ -258,7 +258,7 @@ class TestRouteSession:
 
 class TestAnswerRetain:
     def test_the_seeds_answer(self):
-        """logd ran two rules, the controller does not implement retain: the seed's answer, exactly."""
+        """logd ran two rules, the controller does not implement retain: docs/docd.md's answer, exactly."""
         answers = {"logd": retain_answer(4127, {"path": "jobs.*", "deleted": 300}, {"path": "verse.*", "deleted": 0}),
                    "verse.ctl": UNSUPPORTED}
         assert answer_retain(plan_of(SEED), answers) == {"result": {"retain": {

@@ -8,9 +8,9 @@ from retain.clock import format_rfc3339
 from retain.wire import LogdKey, Or
 from tests.helpers.logd import START
 
-NOW = START  # 2026-09-12T08:00:00Z, the seed's now
+NOW = START  # 2026-09-12T08:00:00Z, the example's now
 
-#: seed 004's request, as the seed writes it
+#: the retain request of docs/logd-retain.md's example, as written there
 SEED_REQUEST = """\
 {retain: {
   now: "2026-09-12T08:00:00Z"        # optional; the server's clock when absent
@@ -28,7 +28,7 @@ SEED_REQUEST = """\
 """
 
 
-#: seed 004's answer to its request, over the scene :func:`seed_scene` writes (commits 1-3)
+#: the answer to that request, over the scene :func:`seed_scene` writes (commits 1-3)
 SEED_RESULT = {"now": "2026-09-12T08:00:00Z", "commit": 6, "deleted": 312, "rules": [
     {"path": "jobs.*", "deleted": 300, "unreadable": 2},
     {"path": "events(*)", "deleted": 12}]}

@@ -1,4 +1,4 @@
-"""Tokens and permissions on every logd transport (issue 13, finding 1): TCP, Unix socket, HTTP, HTTPS.
+"""Tokens and permissions on every logd transport: TCP, Unix socket, HTTP, HTTPS.
 
 Each test makes the attack as it was made against an open logd -- patch without a token, compact
 history away, write as ``admin/root`` -- and shows it refused, while the permitted requests run.

@@ -1,4 +1,4 @@
-"""Backpressure and timeouts (issue 13, findings 2 and 3): a connection that never reads stops being read
+"""Backpressure and timeouts: a connection that never reads stops being read
 and stops feeding the writer, buffered bytes are capped process-wide, slow and idle connections are closed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bounded work (issue 13, findings 2, 4 and the now overflow of 8): each request's cost is bounded before it
+"""Bounded work, the overflow of now included: each request's cost is bounded before it
 runs, a patch costs time linear in its ops, the loader reads YAML 1.2 core scalars, a hostile integer is an
 answered error and the connection goes on."""
 

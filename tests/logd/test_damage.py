@@ -1,6 +1,6 @@
-"""Damage is detected, never served (issue 13, finding 5): a store whose file fails its integrity check is
+"""Damage is detected, never served: a store whose file fails its integrity check is
 refused at open, naming the file; `retain logd check` runs the full check; a row that does not decode is a
-storage_error naming its key. On PostgreSQL (issue 14: step 10's damage checks hold for it too) the head row
+storage_error naming its key. On PostgreSQL (the same damage checks hold) the head row
 and the commit log must agree at open, and the full check finds gaps, versions past the head and rows that
 do not decode."""
 

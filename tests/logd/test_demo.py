@@ -38,7 +38,7 @@ watch jobs: commit 24 by verse/retention, 129 deletes
 
 
 def test_logd_act_ends_with_retain():
-    """The act ends with a retain request as the seed writes one, and its result in the seed's shape."""
+    """The act ends with a retain request as docs/logd-retain.md writes one, and its result in the braced shape."""
     console = Console(record=True, width=200)
     logd_jobs(None, console)
     text = console.export_text()

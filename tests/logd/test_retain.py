@@ -1,4 +1,4 @@
-"""The retain pass on a real store: seed 004's example, the pass sentence by sentence, and its invariants."""
+"""The retain pass on a real store: docs/logd-retain.md's example, the pass sentence by sentence, and its invariants."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.strategies import retain_stamps
 
 class TestSeedExample:
     def test_the_request_as_written(self, store):
-        """The seed's request, read as the seed writes it, answers exactly the seed's result shape."""
+        """The seed's request, read as docs/logd-retain.md writes it, answers exactly the answer's braced shape."""
         seed_scene(store)
         result = run_retain(store.session(), load(SEED_REQUEST)[0]["retain"])
         assert result.to_document() == SEED_RESULT
@@ -31,7 +31,7 @@ class TestSeedExample:
         assert [event["id"] for event in store.session().list("events(*)").items] == [f"n{i:03d}" for i in range(30)]
 
     def test_through_the_verb_table(self, store):
-        """The retain verb answers {result: {retain: ...}} in the seed's shape; the commits carry its author."""
+        """The retain verb answers {result: {retain: ...}} in the braced shape; the commits carry its author."""
         seed_scene(store)
         answer = handle(Context(store, store.session(author="someone")), load(SEED_REQUEST)[0])
         assert answer == {"result": {"retain": SEED_RESULT}}

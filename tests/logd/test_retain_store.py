@@ -109,7 +109,7 @@ class TestWhichPath:
 
     def test_the_seed_goes_in_sql(self, store, monkeypatch):
         """The seed's rules -- a map of jobs matched by status, a keyed array of events -- select and delete
-        in SQL, in the seed's three batches."""
+        in SQL, in the example's three batches."""
         seed_scene(store)
         paths = self.spy(monkeypatch, store)
         assert run_retain(store.session(), load(SEED_REQUEST)[0]["retain"]).to_document() == SEED_RESULT

@@ -1,4 +1,4 @@
-"""Retain on the wire: seed 004's braced documents, sockets, HTTP, racing writers, the CLI and the schedule."""
+"""Retain on the wire: braced documents (docs/logd.md), sockets, HTTP, racing writers, the CLI and the schedule."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from retain.wire import Or, dump_braced, load
 from tests.helpers.seed004 import SEED_REQUEST, SEED_RESULT, seed_scene
 from tests.helpers.waiting import wait_for
 
-#: seed 004's answer, as the seed prints it
+#: the answer of docs/logd-retain.md's example, as printed there
 SEED_ANSWER = """\
 {result: {retain: {
   now: "2026-09-12T08:00:00Z"
@@ -46,7 +46,7 @@ class TestBraced:
         assert answer == {"result": {"retain": {**SEED_RESULT, "commit": 4127}}}
 
     def test_dump_braced_prints_the_seed_shape(self):
-        """An answer is printed in the seed's own shape, character for character."""
+        """An answer is printed in the braced shape, character for character."""
         assert dump_braced({"result": {"retain": {**SEED_RESULT, "commit": 4127}}}) == SEED_ANSWER
 
     def test_round_trip(self):
@@ -72,7 +72,7 @@ class TestBraced:
 
 class TestOnTheWire:
     def test_seed_request_over_a_socket(self, served, store):
-        """The seed's request, sent as written on a stream socket, answers the seed's result."""
+        """The seed's request, sent as written on a stream socket, answers the example's answer."""
         seed_scene(store)
         with Client(served.address, fmt="yaml") as logd:
             logd.sock.sendall(SEED_REQUEST.encode() + b"...\n")
@@ -98,7 +98,7 @@ class TestOnTheWire:
         assert (delta["commit"], delta["author"], len(delta["ops"])) == (6, "verse/retention", 12)
 
     def test_http(self, served, store):
-        """Over HTTP: the seed's request is answered 200 in its shape; a refusal is 400 invalid_retain."""
+        """Over HTTP: the example's request is answered 200 in its shape; a refusal is 400 invalid_retain."""
         seed_scene(store)
         answer = httpx.post(served.http_url, content=SEED_REQUEST, headers={"Logd-Author": "web"})
         assert answer.status_code == 200 and load(answer.text)[0] == {"result": {"retain": SEED_RESULT}}
@@ -177,7 +177,7 @@ class TestCli:
                                   input=input)
 
     def test_retain_file(self, served, store, tmp_path):
-        """retain logd retain FILE sends the seed's request and prints the answer in the seed's shape."""
+        """retain logd retain FILE sends the example's request and prints the answer in the braced shape."""
         seed_scene(store)
         request = tmp_path / "expire.yaml"
         request.write_text(SEED_REQUEST)

@@ -1,4 +1,4 @@
-"""The Unix socket is safe to serve on (issue 13, finding 7): mode 0600 whatever the umask, never replacing a
+"""The Unix socket is safe to serve on: mode 0600 whatever the umask, never replacing a
 file that is not a socket, never taking over a live server's socket, replacing a stale one."""
 
 from __future__ import annotations

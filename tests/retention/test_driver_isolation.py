@@ -1,6 +1,6 @@
 """retain.retention.driver: one stream's archive trouble stays that stream's (INV-ISOLATION), on real servers.
 
-Issue 13, finding 6: with SeaweedFS frozen (SIGSTOP) every beat blocked for the store's retries and a plain
+With SeaweedFS frozen (SIGSTOP) every beat blocked for the store's retries and a plain
 stream beside the archived one grew without bound. Now a beat waits for its archive work at most
 ``archive_deadline``; the plain stream is trimmed every beat; the late archive job never commits or trims
 after its beat, and no second job starts while it runs; nothing is lost once the store thaws.
@@ -113,7 +113,7 @@ def test_deadline_is_checked(redis_conn):
 
 def test_wrong_password_is_not_an_outage(tmp_path):
     """A wrong Redis password fails plain and archived streams with AuthenticationError, never ServerUnavailable:
-    the beat does not back off as for an outage (issue 13, finding 8)."""
+    the beat does not back off as for an outage."""
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 

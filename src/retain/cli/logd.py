@@ -328,9 +328,9 @@ def retain_command(file: IO[str], address: str, author: str | None, scope: str |
     """Send the retain request in FILE (or - for stdin) and print the answer.
 
     FILE holds one document: {retain: {now?, batch?, author?, what: [rules]}}
-    as seed 004 writes it (the braced form is read too), or just its body.
+    as docs/logd-retain.md writes it (the braced form is read too), or just its body.
     It is checked whole before anything is sent. The answer is printed in
-    the seed's shape; exit status 1 if it is an error.
+    the braced shape; exit status 1 if it is an error.
 
     \b
     Example:

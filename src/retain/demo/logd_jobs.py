@@ -1,5 +1,5 @@
 """A logd of its own (a temp SQLite file, or a database on PostgreSQL when given one; a Unix socket), a few
-hundred jobs and events written to it, then aged out by a retain request (seed 004), printed as the seed
+hundred jobs and events written to it, then aged out by a retain request, printed as docs/logd-retain.md
 prints it."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["logd_jobs"]
 JOBS, EVENTS, BATCH = 300, 200, 25
 STATUSES = ["done", "done", "canceled", "running", "failed"]
 STAMPED = datetime(2026, 9, 12, 8, 0, tzinfo=timezone.utc)  # records carry their own time; the demo fixes it
-#: the retain request as seed 004 writes one; logd reads it as written
+#: the retain request in its braced spelling (docs/logd-retain.md); logd reads it as written
 RETAIN = """\
 {retain: {
   now: "2026-09-12T08:00:00Z"
@@ -97,7 +97,7 @@ def logd_jobs(server: RedisServer | None, console: Console, *, store_url: str | 
             table.add_row("a delete the schema forbids", violation)
             console.print(table)
             answer, notes = _retain(writer, watcher)
-    console.print("\nlogd: retain is a request, and the request is a write (seed 004)")
+    console.print("\nlogd: retain is a request, and the request is a write")
     console.out(RETAIN, highlight=False)
     console.out(dump_braced(answer).rstrip("\n"), highlight=False)
     for note in notes:

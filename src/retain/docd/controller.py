@@ -35,7 +35,7 @@ from retain.wire import Format, HostPort, Limits, Link, Reply, StreamServer, Tok
 
 __all__ = ["UNSUPPORTED", "Controller", "controller_verbs"]
 
-#: what a controller answers for a verb it does not offer (the seed's words).
+#: what a controller answers for a verb it does not offer (docs/docd.md's words).
 UNSUPPORTED = "unsupported operation: request type"
 
 

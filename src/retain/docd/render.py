@@ -1,4 +1,4 @@
-"""Answers written as seed 004 writes docd's: braces on one line, one retain rule per line.
+"""Answers written in docd's braced spelling (docs/docd.md): braces on one line, one retain rule per line.
 
 ::
 
@@ -10,7 +10,7 @@
 
 For people (the demo, a terminal): YAML flow style, strings plain where they read back
 as the same string and double-quoted where they would not (:class:`retain.wire.FlowDumper`). It is not a wire format:
-the rules' lines carry no commas, as in the seed. Any other answer is one flow line.
+the rules' lines carry no commas, as in docs/docd.md. Any other answer is one flow line.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _flow(value: Any) -> str:
 
 
 def render_answer(answer: dict[str, Any]) -> str:
-    """An answer document as the seed writes it (a retain result one rule per line), ending in a newline."""
+    """An answer document as docs/logd-retain.md writes it (a retain result one rule per line), ending in a newline."""
     result = answer.get("result") if isinstance(answer, dict) else None
     retain = result.get("retain") if isinstance(result, dict) else None
     if not isinstance(retain, dict) or not isinstance(retain.get("rules"), list):
