@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from retain._redis import translate_errors
+from retain._redis import RedisLike, translate_errors
 from retain.archive.columns import Entry
 from retain.archive.read import DEFAULT_COUNT, read
 from retain.archive.table import Archive
@@ -48,7 +48,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def last_delivered(conn: Any, key: str, group: str) -> StreamId:
+def last_delivered(conn: RedisLike, key: str, group: str) -> StreamId:
     """The group's last-delivered id, from ``XINFO GROUPS``.
 
     Raises:
@@ -69,7 +69,7 @@ def last_delivered(conn: Any, key: str, group: str) -> StreamId:
                        "or name one of its groups (XINFO GROUPS)")
 
 
-def catch_up(conn: Any, stream: Stream, group: str, archive: Archive, *,
+def catch_up(conn: RedisLike, stream: Stream, group: str, archive: Archive, *,
              count: int = DEFAULT_COUNT) -> Iterator[Entry]:
     """Yield what ``group`` was never delivered up to the archive's W, in id order; then move it to W.
 
@@ -89,7 +89,7 @@ def catch_up(conn: Any, stream: Stream, group: str, archive: Archive, *,
     return _catch_up(conn, stream, key, group, archive, count)
 
 
-def _catch_up(conn: Any, stream: Stream, key: str, group: str, archive: Archive, count: int) -> Iterator[Entry]:
+def _catch_up(conn: RedisLike, stream: Stream, key: str, group: str, archive: Archive, count: int) -> Iterator[Entry]:
     position = last_delivered(conn, key, group)
     while True:
         watermark = archive.watermark(stream)

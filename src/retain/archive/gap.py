@@ -43,7 +43,7 @@ from typing import Any
 import redis
 
 from retain._nodes import send_all
-from retain._redis import REDIS_ERRORS, as_retain_error, translate_errors
+from retain._redis import REDIS_ERRORS, RedisLike, as_retain_error, translate_errors
 from retain.errors import ArchiveGap, RetainError
 from retain.ids import StreamId
 
@@ -106,7 +106,7 @@ def marks_key(table_id: str) -> str:
     return f"retain:archive:{table_id}:trimmed"
 
 
-def live_info(conn: Any, key: str, table_id: str | None = None) -> LiveInfo | None:
+def live_info(conn: RedisLike, key: str, table_id: str | None = None) -> LiveInfo | None:
     """XINFO STREAM of ``key`` as the check needs it (with the trim mark of ``table_id``); None when there is no
     such stream.
 
@@ -116,7 +116,7 @@ def live_info(conn: Any, key: str, table_id: str | None = None) -> LiveInfo | No
     return live_infos(conn, [key], table_id=table_id)[key]
 
 
-def live_infos(conn: Any, keys: Sequence[str], *, table_id: str | None = None,
+def live_infos(conn: RedisLike, keys: Sequence[str], *, table_id: str | None = None,
                failed: dict[str, RetainError] | None = None) -> dict[str, LiveInfo | None]:
     """:func:`live_info` of every key, in one pipeline (one per node on a cluster).
 
@@ -174,7 +174,7 @@ def mark_commands(table_id: str | None, trimmed: Mapping[str, StreamId]) -> list
     return [("HSET", marks_key(table_id), *fields)]
 
 
-def mark_trimmed(conn: Any, table_id: str | None, trimmed: Mapping[str, StreamId]) -> None:
+def mark_trimmed(conn: RedisLike, table_id: str | None, trimmed: Mapping[str, StreamId]) -> None:
     """Send :func:`mark_commands`; a mark that cannot be written is logged, not raised (the commit and the trim
     stand; the next check is weaker for it, never wrong)."""
     for command in mark_commands(table_id, trimmed):

@@ -34,6 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from retain._redis import RedisLike
 from retain.archive.layout import DIGEST
 from retain.archive.read import read_log
 from retain.archive.table import Archive
@@ -48,7 +49,7 @@ VIEWS = ("archive", "entries", "log")
 _FILES = "retain_archive_files"
 
 
-def query(archive: Archive, sql: str, *, stream: Stream | None = None, conn: Any = None,
+def query(archive: Archive, sql: str, *, stream: Stream | None = None, conn: RedisLike | None = None,
           as_of: int | datetime | None = None) -> pa.Table:
     """Run ``sql`` in DuckDB over ``archive``: the views ``archive``, ``entries`` (given ``stream``) and ``log``
     (given ``conn``, a Redis client); see the module docstring.
@@ -85,7 +86,7 @@ def query(archive: Archive, sql: str, *, stream: Stream | None = None, conn: Any
             connection.execute(f"CREATE VIEW entries AS SELECT * EXCLUDE (stream) FROM archive "
                                f"WHERE stream = '{literal}'")
         failures: list[BaseException] = []
-        if "log" in named:
+        if "log" in named and conn is not None:  # refused above without one
             log = read_log(conn, archive, [stream] if stream is not None else None)
             connection.register("log", _noting_failures(log, failures))
         return _run(duckdb, connection, sql, failures)

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from retain._redis import translate_errors
+from retain._redis import RedisLike, translate_errors
 from retain.archive.columns import FILE_SCHEMA, STREAM_FIELD, Entry, Text, chunk_arrays, entries_of, entries_table
 from retain.archive._pipeline import raw_reader
 from retain.archive.table import Archive, ArchivedFile
@@ -62,7 +62,7 @@ def _bounds(start: Any, end: Any, count: Any) -> tuple[StreamId, StreamId]:
     return low, high
 
 
-def read(conn: Any, stream: Stream, archive: Archive, start: str | datetime | StreamId | None = None,
+def read(conn: RedisLike, stream: Stream, archive: Archive, start: str | datetime | StreamId | None = None,
          end: str | datetime | StreamId | None = None, *, count: int = DEFAULT_COUNT) -> Iterator[Entry]:
     """Every entry of ``stream`` with an id in ``start..end`` (both included), archived or live, in id order.
 
@@ -99,7 +99,7 @@ def read(conn: Any, stream: Stream, archive: Archive, start: str | datetime | St
     return chain.from_iterable(_merge(conn, stream, key, archive, low, high, count, archived, _as_is))
 
 
-def read_arrow(conn: Any, stream: Stream, archive: Archive, start: str | datetime | StreamId | None = None,
+def read_arrow(conn: RedisLike, stream: Stream, archive: Archive, start: str | datetime | StreamId | None = None,
                end: str | datetime | StreamId | None = None, *, count: int = DEFAULT_COUNT) -> Iterator[pa.RecordBatch]:
     """The entries :func:`read` yields, as Arrow record batches of :data:`~retain.archive.columns.FILE_SCHEMA`.
 
@@ -123,7 +123,7 @@ def read_arrow(conn: Any, stream: Stream, archive: Archive, start: str | datetim
     return _merge(raw_reader(conn), stream, key, archive, low, high, count, archived, live)
 
 
-def read_log(conn: Any, archive: Archive, streams: Iterable[Stream] | None = None,
+def read_log(conn: RedisLike, archive: Archive, streams: Iterable[Stream] | None = None,
              start: str | datetime | StreamId | None = None, end: str | datetime | StreamId | None = None, *,
              count: int = DEFAULT_COUNT) -> pa.RecordBatchReader:
     """The merge-read of each of ``streams`` (default: every stream the archive holds, in key order) as one
@@ -157,7 +157,7 @@ def _as_is(chunk: list[Any]) -> list[Any]:
     return chunk
 
 
-def _text_of(conn: Any) -> Text:
+def _text_of(conn: RedisLike) -> Text:
     """How ``conn`` decodes replies: (encoding, errors), or None for bytes."""
     encoder = conn.get_encoder() if hasattr(conn, "get_encoder") else None
     if encoder is not None and encoder.decode_responses:
@@ -172,7 +172,7 @@ def _last_id(rows: pa.Table | pa.RecordBatch) -> StreamId:
 Archived = Callable[[ArchivedFile, StreamId, StreamId], Iterable[tuple[StreamId, T]]]
 
 
-def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId, high: StreamId, count: int,
+def _merge(conn: RedisLike, stream: Stream, key: str, archive: Archive, low: StreamId, high: StreamId, count: int,
            archived: Archived[T], live: Callable[[list[Any]], T]) -> Iterator[T]:
     _refuse_gap(conn, stream, key, archive, low, high)
     position: StreamId | None = low  # the smallest id not yet yielded; None once past the largest id
@@ -199,7 +199,7 @@ def _merge(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId,
             return  # the live range held nothing more when the chunk was read; the archive was read after
 
 
-def _refuse_gap(conn: Any, stream: Stream, key: str, archive: Archive, low: StreamId, high: StreamId) -> None:
+def _refuse_gap(conn: RedisLike, stream: Stream, key: str, archive: Archive, low: StreamId, high: StreamId) -> None:
     """Raise ArchiveGap when entries of ``low..high`` are neither archived nor live (:mod:`retain.archive.gap`).
 
     The live counters and the trim mark are read before W, as the check needs: one round trip per read.

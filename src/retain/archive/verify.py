@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from retain._redis import RedisLike
 from retain.archive._boundary import reading_file
 from retain.archive.gap import gap, live_infos, unverifiable
 from retain.archive.table import Archive, ArchivedFile
@@ -66,7 +67,7 @@ class VerifyReport:
         return not self.damage
 
 
-def verify(archive: Archive, conn: Any = None, *,
+def verify(archive: Archive, conn: RedisLike | None = None, *,
            progress: Callable[[str, ArchivedFile], None] | None = None) -> VerifyReport:
     """Check every file and stream of ``archive`` (see the module docstring); ``conn`` adds the gap check.
 
