@@ -394,44 +394,13 @@ class LeaseBook:
         members = tuple(sorted(ends)) if ends is not None else self._members
         with self._lock:
             held = {shard: self._held[shard] for shard in asked if shard in self._held}
-        renewed: dict[int, _Held] = {}
-        holders: dict[int, str | None] = {}
-        lost: list[int] = []
-        failures = 0
         until = sent_at + self.settings.lease_seconds * (1 - MARGIN)
-        for shard, answer in zip(asked, answers[5:5 + len(asked)]):
-            if shard not in held:
-                continue
-            if isinstance(answer, BaseException):
-                failures += 1
-                renewed[shard] = held[shard]  # not renewed: held until its time runs out
-                continue
-            owner = _owner(answer)
-            if owner is not None and owner[1] == self.me:
-                renewed[shard] = _Held(held[shard].token, until)
-            else:
-                failures += 1
-                lost.append(shard)
-                holders[shard] = owner[1] if owner is not None else None
+        renewed, lost, holders, failures = self._renewals(held, asked, answers[5:5 + len(asked)], until)
         looked = answers[5 + len(asked):]
         values = looked if self.shards.cluster else (looked[0] if looked else [])
         if isinstance(values, BaseException):
             values = [values] * len(others)
-        expiring: dict[int, float] = {}
-        gone: set[int] = set()
-        server_ms = self._server_ms(received)
-        for shard, value in zip(others, values):
-            if isinstance(value, BaseException):
-                continue  # unknown this beat: neither free nor another's
-            owner = _owner(value)
-            holders[shard] = holder = owner[1] if owner is not None else None
-            if holder is None or ends is None:
-                continue
-            end = ends.get(holder)
-            if end is None:
-                gone.add(shard)  # its holder is no member any more: taken once it is free, no wake for it
-            elif end - server_ms < self.tick * 1000:
-                expiring[shard] = received + max(0.0, end - server_ms) / 1000
+        expiring, gone = self._looks(others, values, ends, holders, received)
         with self._lock:
             self._held = renewed
             if self.me not in members:
@@ -448,6 +417,60 @@ class LeaseBook:
         self._abandoned = frozenset(expiring) | gone
         self._free_before = frozenset(shard for shard, holder in holders.items() if holder is None)
         return plan_leases(view, self.shards.count)
+
+    def _renewals(self, held: dict[int, _Held], asked: list[int], answers: Sequence[Any],
+                  until: float) -> tuple[dict[int, _Held], list[int], dict[int, str | None], int]:
+        """The renewal answers of the shards held: (still held, lost, who holds the lost ones, failed renewals).
+
+        A renewal that failed keeps its shard until its time runs out; one answered by another holder loses it.
+        """
+        renewed: dict[int, _Held] = {}
+        holders: dict[int, str | None] = {}
+        lost: list[int] = []
+        failures = 0
+        for shard, answer in zip(asked, answers, strict=True):
+            if shard not in held:
+                continue
+            if isinstance(answer, BaseException):
+                failures += 1
+                renewed[shard] = held[shard]  # not renewed: held until its time runs out
+                continue
+            owner = _owner(answer)
+            if owner is not None and owner[1] == self.me:
+                renewed[shard] = _Held(held[shard].token, until)
+            else:
+                failures += 1
+                lost.append(shard)
+                holders[shard] = owner[1] if owner is not None else None
+        return renewed, lost, holders, failures
+
+    def _looks(self, others: list[int], values: Sequence[Any], ends: dict[str, float] | None,
+               holders: dict[int, str | None], received: float) -> tuple[dict[int, float], set[int]]:
+        """The other shards' leases as read (``holders`` gets each one's holder): (the shards whose holder's
+        membership ends before this replica's next beat, and when; the shards whose holder is gone)."""
+        expiring: dict[int, float] = {}
+        gone: set[int] = set()
+        server_ms = self._server_ms(received)
+        for shard, value in zip(others, values, strict=True):
+            if isinstance(value, BaseException):
+                continue  # unknown this beat: neither free nor another's
+            owner = _owner(value)
+            holders[shard] = holder = owner[1] if owner is not None else None
+            if ends is None:
+                continue
+            if holder is None:
+                # Free now, another's at the last look: its key ran out between two beats (a slow beat sees
+                # only that) unless that member lives on and gave it back.
+                previous = self._holders.get(shard)
+                if previous is not None and previous != self.me and ends.get(previous, 0) <= server_ms:
+                    gone.add(shard)
+                continue
+            end = ends.get(holder)
+            if end is None:
+                gone.add(shard)  # its holder is no member any more: taken once it is free, no wake for it
+            elif end - server_ms < self.tick * 1000:
+                expiring[shard] = received + max(0.0, end - server_ms) / 1000
+        return expiring, gone
 
     def move_commands(self, moves: LeaseMoves, now: float | None = None) -> list[tuple[str, ...]]:
         """The second round trip, when there is something to take or give back: ``SET NX`` for each shard
@@ -485,7 +508,8 @@ class LeaseBook:
                     taken.append(shard)
                     previous = before.get(shard)
                     if previous is not None and previous != self.me:
-                        takeovers.append(Takeover(shard, previous, shard in abandoned))
+                        # abandoned at the look before, or found run out at this beat's own look
+                        takeovers.append(Takeover(shard, previous, shard in abandoned or shard in self._abandoned))
         self._free_before -= set(taken)
         self._expiring = {shard: at for shard, at in self._expiring.items() if shard not in taken}
         self._abandoned -= set(taken)
