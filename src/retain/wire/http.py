@@ -213,6 +213,9 @@ class HttpServer:
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started and not self._task.done():
             await asyncio.sleep(0.01)
+        if self._task.done():
+            self._task.result()  # what stopped uvicorn before it served (was silent: no HTTP listener, no error)
+            raise OSError(f"the HTTP server on {self.address[0]}:{self.address[1]} stopped before it served")
 
     async def aclose(self) -> None:
         if self._server is not None and self._task is not None:
