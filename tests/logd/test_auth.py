@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from retain.errors import Forbidden, InvalidInput, ServerUnavailable, Unauthenticated
+from retain.errors import Forbidden, InvalidInput, LimitExceeded, ServerUnavailable, Unauthenticated
 from retain.logd import AsyncClient, Client, LogdServer, ServerThread
 from retain.servers import free_port
 from retain.wire import Tokens
@@ -283,3 +283,46 @@ def _connectable(port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+class TestScopes:
+    def test_a_read_only_token_makes_no_scope(self, guarded):
+        """A token that may only read cannot make scopes: `get` with `Logd-Scope: junk-N` made one each (300 in
+        the attack, each a max() over the commit log on the writer); now 403, and on a stream `forbidden`. It
+        still reads in a scope a writer made."""
+        url = "http://{}:{}/".format(*guarded.server.http_address)
+        reader = {"authorization": f"Bearer {SECRETS['reader']}"}
+        for n in range(3):
+            answer = httpx.post(url, json={"get": {}}, headers={**reader, "logd-scope": f"junk-{n}"})
+            assert answer.status_code == 403 and "may not create the scope 'junk-" in answer.json()["error"]["message"]
+        with pytest.raises(Forbidden, match="needs 'write'"):
+            Client(guarded.address, token=SECRETS["reader"], scope="junk-stream")
+        assert guarded.server.store.scopes() == []
+        with Client(guarded.address, token=SECRETS["writer"], scope="trial") as writer:
+            writer.patch([{"set": "jobs.j1", "value": 1}])
+        answer = httpx.post(url, json={"get": {"path": "jobs.j1"}}, headers={**reader, "logd-scope": "trial"})
+        assert answer.status_code == 200 and answer.json()["result"]["get"]["value"] == 1
+        with Client(guarded.address, token=SECRETS["reader"], scope="trial") as client:
+            assert client.get("jobs.j1").value == 1
+
+    def test_live_scopes_are_capped_per_token_and_in_all(self, open_store, tmp_path):
+        """A token makes at most limits.scopesPerToken live scopes, the store holds at most limits.scopes; each
+        refusal names its limit, and a dropped scope frees its place."""
+        store = open_store("caps.sqlite3", max_scopes=3, max_scopes_per_token=2)
+        with ServerThread(store, listen=("127.0.0.1", 0), tokens=Tokens.load(token_file(tmp_path))) as running:
+            def make(token: str, scope: str) -> None:
+                Client(running.address, token=SECRETS[token], scope=scope).close()
+
+            make("writer", "w1")
+            make("writer", "w2")
+            make("writer", "w1")  # live already: not a new one
+            with pytest.raises(LimitExceeded, match="token 'writer' has made 2 live scopes and the limit "
+                                                    "limits.scopesPerToken is 2"):
+                make("writer", "w3")
+            make("admin", "a1")
+            with pytest.raises(LimitExceeded, match="3 scopes are live and the limit limits.scopes is 3"):
+                make("admin", "a2")
+            with Client(running.address, token=SECRETS["admin"]) as admin:
+                admin.call("drop", scope="w1")
+            make("writer", "w3")
+            assert sorted(scope.name for scope in store.scopes()) == ["a1", "w2", "w3"]

@@ -57,6 +57,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from starlette.routing import BaseRoute
@@ -360,7 +361,7 @@ class LogdServer:
             return await loop.run_in_executor(self.readers, self._read_http, request, fmt, author, grant)
         if not staged(request):
             return await loop.run_in_executor(self.writer, self._apply_http, request, fmt, author, scope, grant)
-        session = await loop.run_in_executor(self.writer, self.store.session, author, scope)  # a new scope is a write
+        session = await loop.run_in_executor(self.writer, partial(self.store.session, author, scope, maker=grant))
         return await self.run_steps(Context(self.store, session, format=fmt, grant=grant), request)
 
     def _read_http(self, request: Any, fmt: Format, author: str, grant: Token | None,
@@ -387,7 +388,7 @@ class LogdServer:
 
     def _apply_http(self, request: Any, fmt: Format, author: str, scope: str | None,
                     grant: Token | None) -> dict[str, Any]:
-        session = self.store.session(author=author, scope=scope)  # on the writer thread
+        session = self.store.session(author=author, scope=scope, maker=grant)  # on the writer thread: may make it
         return handle(Context(self.store, session, format=fmt, grant=grant), request)
 
 
