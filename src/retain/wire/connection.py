@@ -29,7 +29,7 @@ and :class:`~retain.wire.StreamTimeouts`' defaults):
   (64 MiB); past it the connection is closed;
 - a document must end within ``document`` (30 s) of its first byte, else it is refused and
   the connection closed (slowloris); a connection owing no answer and streaming no watch is
-  closed after ``idle`` (300 s) without a byte.
+  closed ``idle`` (300 s) after its last answer went out (or it began) without a byte since.
 
 When the peer closes its side, what it sent is still answered; when the server closes,
 the connection stops at once (the answer being awaited is cancelled).

@@ -14,7 +14,8 @@ are bounded in time (:class:`HttpTimeouts`, finding 3): an idle keep-alive conne
 closed after ``idle`` seconds (uvicorn's ``timeout_keep_alive``); a request whose headers
 are not complete ``headers`` seconds after its first byte is dropped (slowloris); a body
 still arriving ``body`` seconds after the headers is answered 408 and the connection closed.
-Headers are at most 64 KiB (h11's incomplete-event bound).
+A request's line and headers are at most 64 KiB however they arrive (h11 bounds a head still
+incomplete; each complete one is measured too), else 400 and the connection closed.
 """
 
 from __future__ import annotations
