@@ -197,20 +197,24 @@ def _serve(tmp_path, *args: str) -> subprocess.Popen:
 
 
 class TestTls:
-    def test_a_key_that_is_not_the_certificates_fails_the_start(self, tmp_path):
-        """`serve --http --tls-cert A --tls-key B` with B not A's key: one line naming both files, exit 1, no store
-        made (it logged "serving ... http://..." and ran on without its HTTP listener)."""
-        cert, _ = self_signed(tmp_path, "a")
-        _, other_key = self_signed(tmp_path, "b")
-        process = _serve(tmp_path, "--http", f"127.0.0.1:{free_port()}", "--tls-cert", str(cert),
-                         "--tls-key", str(other_key))
+    @pytest.mark.parametrize("damage, says", [("other key", "the key is not the certificate's"),
+                                              ("not PEM", "cannot serve")])
+    def test_a_bad_certificate_or_key_fails_the_start(self, tmp_path, damage, says):
+        """`serve --http --tls-cert A --tls-key B` with B not A's key, or A not a certificate: one line naming both
+        files, exit 1, no store made (it logged "serving ... http://..." and ran on without its HTTP listener)."""
+        cert, key = self_signed(tmp_path, "a")
+        if damage == "other key":
+            _, key = self_signed(tmp_path, "b")
+        else:
+            cert.write_text("not a certificate\n")
+        process = _serve(tmp_path, "--http", f"127.0.0.1:{free_port()}", "--tls-cert", str(cert), "--tls-key", str(key))
         try:
             _, stderr = process.communicate(timeout=30)
         finally:
             process.kill()
         lines = stderr.strip().splitlines()
         assert process.returncode == 1 and len(lines) == 1, stderr
-        assert str(cert) in lines[0] and str(other_key) in lines[0] and "not the certificate's" in lines[0]
+        assert str(cert) in lines[0] and str(key) in lines[0] and says in lines[0]
         assert not (tmp_path / "tls.sqlite3").exists()
 
     def test_the_stream_listener_speaks_tls(self, tmp_path):
