@@ -38,7 +38,9 @@ def server_context(cert: str, key: str) -> ssl.SSLContext:
     try:
         context.load_cert_chain(cert, key)
     except ssl.SSLError as exc:
-        why = "the key is not the certificate's" if _reason(exc) == "KEY_VALUES_MISMATCH" else _reason(exc)
+        # OpenSSL names a mismatch; a file that is not PEM it reports only as "PEM lib".
+        why = {"KEY_VALUES_MISMATCH": "the key is not the certificate's",
+               None: "a file that is not a PEM certificate or key"}.get(exc.reason, _reason(exc))
         raise InvalidInput(f"the TLS certificate {cert} and key {key} cannot serve ({why}): give a PEM "
                            f"certificate and the private key it was made with") from None
     except OSError as exc:
