@@ -141,7 +141,7 @@ def test_docd():
 
 def test_wire():
     """retain.wire exports the documents (formats, tags, bounds, framing), the request and answer shapes, the
-    connection loop and the servers it runs in, and how to run them."""
+    connection loop and the servers it runs in, how to run them, and their TLS."""
     assert sorted(retain.wire.__all__) == sorted([
         "Format", "TAG_NAMES", "AutoId", "LogdKey", "Or", "Raw", "from_plain", "to_plain",
         "answer_format", "dump", "dump_braced", "load", "receive", "split_documents", "FlowDumper", "represent_str",
@@ -150,7 +150,8 @@ def test_wire():
         "Conversation", "Link", "Reply", "serve_connection", "HostPort", "StreamSockets", "StreamServer",
         "HTTP_STATUS", "HttpHandler", "HttpServer", "http_app", "Server", "ThreadedServer",
         "PERMISSIONS", "Token", "Tokens", "check_author", "refuse_open", "HttpTimeouts", "DEFAULT_SOCKET_MODE",
-        "bind_unix_socket", "ByteBudget", "StreamTimeouts",
+        "bind_unix_socket", "ByteBudget", "StreamTimeouts", "refuse_clear", "ClientTls", "client_context",
+        "server_context",
     ])
 
 

@@ -6,20 +6,25 @@ history away, write as ``admin/root`` -- and shows it refused, while the permitt
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import ssl
 import subprocess
+import sys
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from retain.errors import Forbidden, InvalidInput, Unauthenticated
-from retain.logd import Client, LogdServer, ServerThread
+from retain.errors import Forbidden, InvalidInput, LimitExceeded, ServerUnavailable, Unauthenticated
+from retain.logd import AsyncClient, Client, LogdServer, ServerThread
+from retain.servers import free_port
 from retain.wire import Tokens
 from tests.helpers.auth import SECRETS, token_file
 from tests.helpers.logd import LIMITS
+from tests.helpers.tls import self_signed
+from tests.helpers.waiting import wait_for
 
 
 @pytest.fixture
@@ -183,3 +188,145 @@ class TestCli:
         by_env = runner.invoke(main, ["logd", "request", str(requests), "--connect", connect],
                                env={"RETAIN_TOKEN": SECRETS["writer"]})
         assert by_env.exit_code == 0 and guarded.server.store.head == 2
+
+
+def _serve(tmp_path, *args: str) -> subprocess.Popen:
+    """`retain logd serve` with ``args``, in a process of its own (stderr piped)."""
+    return subprocess.Popen([sys.executable, "-c", "from retain.cli import main; main()", "logd", "serve", "--db",
+                             str(tmp_path / "tls.sqlite3"), *args], stderr=subprocess.PIPE, text=True)
+
+
+class TestTls:
+    @pytest.mark.parametrize("damage, says", [("other key", "the key is not the certificate's"),
+                                              ("not PEM", "cannot serve")])
+    def test_a_bad_certificate_or_key_fails_the_start(self, tmp_path, damage, says):
+        """`serve --http --tls-cert A --tls-key B` with B not A's key, or A not a certificate: one line naming both
+        files, exit 1, no store made (it logged "serving ... http://..." and ran on without its HTTP listener)."""
+        cert, key = self_signed(tmp_path, "a")
+        if damage == "other key":
+            _, key = self_signed(tmp_path, "b")
+        else:
+            cert.write_text("not a certificate\n")
+        process = _serve(tmp_path, "--http", f"127.0.0.1:{free_port()}", "--tls-cert", str(cert), "--tls-key", str(key))
+        try:
+            _, stderr = process.communicate(timeout=30)
+        finally:
+            process.kill()
+        lines = stderr.strip().splitlines()
+        assert process.returncode == 1 and len(lines) == 1, stderr
+        assert str(cert) in lines[0] and str(key) in lines[0] and says in lines[0]
+        assert not (tmp_path / "tls.sqlite3").exists()
+
+    def test_the_stream_listener_speaks_tls(self, tmp_path):
+        """--tls-cert/--tls-key serve --listen over TLS: a Client given tls=CA presents its token and is answered,
+        `retain logd request --tls-ca` too; a client in clear gets no answer (tokens crossed --listen in clear)."""
+        from click.testing import CliRunner
+
+        from retain.cli import main
+
+        cert, key = self_signed(tmp_path)
+        port = free_port()
+        process = _serve(tmp_path, "--listen", f"127.0.0.1:{port}", "--tokens", str(token_file(tmp_path)),
+                         "--tls-cert", str(cert), "--tls-key", str(key))
+        try:
+            wait_for(lambda: _connectable(port), "logd to listen", child=process)
+            with Client(("127.0.0.1", port), token=SECRETS["writer"], tls=str(cert)) as client:
+                assert client.patch([{"set": "jobs.j1", "value": 1}]).commit == 1
+            with pytest.raises(ServerUnavailable):
+                with Client(("127.0.0.1", port), token=SECRETS["writer"], timeout=10) as clear:
+                    clear.get("jobs.j1")
+            with pytest.raises(ServerUnavailable, match="CERTIFICATE_VERIFY_FAILED"):
+                Client(("127.0.0.1", port), token=SECRETS["writer"], tls=True)
+            answer = CliRunner().invoke(main, ["logd", "request", "-", "--connect", f"127.0.0.1:{port}", "--json",
+                                               "--token", SECRETS["reader"], "--tls-ca", str(cert)],
+                                        input="{get: {path: jobs.j1}}")
+            assert answer.exit_code == 0 and answer.output == '{"result":{"get":{"commit":1,"value":1}}}\n'
+        finally:
+            process.kill()
+            process.wait(timeout=30)
+
+    def test_async_client_speaks_tls(self, store, tmp_path):
+        """AsyncClient.connect(tls=CA) reaches a LogdServer given tls=(cert, key)."""
+        cert, key = self_signed(tmp_path)
+
+        async def talk(address) -> int:
+            client = await AsyncClient.connect(address, tls=str(cert))
+            async with client:
+                return (await client.patch([{"set": "jobs.j1", "value": 1}])).commit
+
+        with ServerThread(store, listen=("127.0.0.1", 0), tls=(str(cert), str(key))) as running:
+            assert asyncio.run(talk(running.address)) == 1
+
+    def test_tokens_in_clear_off_loopback_are_refused(self, tmp_path):
+        """A non-loopback --listen with tokens and no TLS refuses to start, saying how to fix it; --insecure or
+        TLS lets it."""
+        from click.testing import CliRunner
+
+        from retain.cli import main
+
+        db = tmp_path / "never.sqlite3"
+        result = CliRunner().invoke(main, ["logd", "serve", "--db", str(db), "--listen", "0.0.0.0:7420",
+                                           "--tokens", str(token_file(tmp_path))])
+        assert result.exit_code == 1 and not db.exists(), result.output
+        assert "refusing to take tokens in clear on 0.0.0.0" in result.output
+        assert "--tls-cert FILE --tls-key FILE, or --insecure" in result.output
+
+    def test_tokens_in_clear_off_loopback_library(self, store, tmp_path):
+        """The server refuses tokens in clear on 0.0.0.0 unless insecure or given TLS (before anything binds)."""
+        cert, key = self_signed(tmp_path)
+        tokens = Tokens.load(token_file(tmp_path))
+        with pytest.raises(InvalidInput, match="refusing to take tokens in clear on 0.0.0.0"):
+            LogdServer(store, listen=("0.0.0.0", 0), tokens=tokens)
+        LogdServer(store, listen=("0.0.0.0", 0), tokens=tokens, insecure=True)
+        LogdServer(store, listen=("0.0.0.0", 0), tokens=tokens, tls=(str(cert), str(key)))
+
+
+def _connectable(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+class TestScopes:
+    def test_a_read_only_token_makes_no_scope(self, guarded):
+        """A token that may only read cannot make scopes: `get` with `Logd-Scope: junk-N` made one each (300 in
+        the attack, each a max() over the commit log on the writer); now 403, and on a stream `forbidden`. It
+        still reads in a scope a writer made."""
+        url = "http://{}:{}/".format(*guarded.server.http_address)
+        reader = {"authorization": f"Bearer {SECRETS['reader']}"}
+        for n in range(3):
+            answer = httpx.post(url, json={"get": {}}, headers={**reader, "logd-scope": f"junk-{n}"})
+            assert answer.status_code == 403 and "may not create the scope 'junk-" in answer.json()["error"]["message"]
+        with pytest.raises(Forbidden, match="needs 'write'"):
+            Client(guarded.address, token=SECRETS["reader"], scope="junk-stream")
+        assert guarded.server.store.scopes() == []
+        with Client(guarded.address, token=SECRETS["writer"], scope="trial") as writer:
+            writer.patch([{"set": "jobs.j1", "value": 1}])
+        answer = httpx.post(url, json={"get": {"path": "jobs.j1"}}, headers={**reader, "logd-scope": "trial"})
+        assert answer.status_code == 200 and answer.json()["result"]["get"]["value"] == 1
+        with Client(guarded.address, token=SECRETS["reader"], scope="trial") as client:
+            assert client.get("jobs.j1").value == 1
+
+    def test_live_scopes_are_capped_per_token_and_in_all(self, open_store, tmp_path):
+        """A token makes at most limits.scopesPerToken live scopes, the store holds at most limits.scopes; each
+        refusal names its limit, and a dropped scope frees its place."""
+        store = open_store("caps.sqlite3", max_scopes=3, max_scopes_per_token=2)
+        with ServerThread(store, listen=("127.0.0.1", 0), tokens=Tokens.load(token_file(tmp_path))) as running:
+            def make(token: str, scope: str) -> None:
+                Client(running.address, token=SECRETS[token], scope=scope).close()
+
+            make("writer", "w1")
+            make("writer", "w2")
+            make("writer", "w1")  # live already: not a new one
+            with pytest.raises(LimitExceeded, match="token 'writer' has made 2 live scopes and the limit "
+                                                    "limits.scopesPerToken is 2"):
+                make("writer", "w3")
+            make("admin", "a1")
+            with pytest.raises(LimitExceeded, match="3 scopes are live and the limit limits.scopes is 3"):
+                make("admin", "a2")
+            with Client(running.address, token=SECRETS["admin"]) as admin:
+                admin.call("drop", scope="w1")
+            make("writer", "w3")
+            assert sorted(scope.name for scope in store.scopes()) == ["a1", "w2", "w3"]

@@ -111,6 +111,28 @@ class TestLimits:
             process.kill()
             process.wait(timeout=30)
 
+    def test_idle_closes_at_idle_seconds_after_an_answer(self, tmp_path):
+        """A connection idle after a patch's answer is closed idleSeconds after it, not twice that (it closed
+        at 6.0 s for idleSeconds=3: the read begun before the answer set its own deadline, then one more)."""
+        port = free_port()
+        process = subprocess.Popen([sys.executable, "-c", "from retain.cli import main; main()", "logd", "serve",
+                                    "--db", str(tmp_path / "idle.sqlite3"), "--listen", f"127.0.0.1:{port}",
+                                    "--limit", "idleSeconds=3"], stderr=subprocess.PIPE)
+        try:
+            wait_connectable(port, process)
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+                sock.sendall(b'{"patch": {"ops": [{"set": "jobs.j1", "value": 1}]}}\n...\n')
+                answer = b""
+                while not answer.endswith(b"...\n"):
+                    answer += sock.recv(65536)
+                answered = time.monotonic()
+                assert b"commit" in answer and sock.recv(1) == b""
+                idled = time.monotonic() - answered
+            assert 3 <= idled < 4.5, f"closed {idled:.2f}s after the answer (idleSeconds=3)"
+        finally:
+            process.kill()
+            process.wait(timeout=30)
+
     @pytest.mark.parametrize(("limit", "message"), [
         ("patchOps", "expected NAME=VALUE with NAME one of patchOps, retainRules"),
         ("nope=1", "expected NAME=VALUE with NAME one of"),

@@ -21,6 +21,8 @@ LIMITS: dict[str, tuple[str, str, type]] = {
     "patchOps": ("settings", "max_patch_ops", int),
     "retainRules": ("settings", "max_retain_rules", int),
     "pathLength": ("settings", "max_path_length", int),
+    "scopes": ("settings", "max_scopes", int),
+    "scopesPerToken": ("settings", "max_scopes_per_token", int),
     "depth": ("wire", "max_depth", int),
     "intDigits": ("wire", "max_int_digits", int),
     "unanswered": ("wire", "max_unanswered", int),

@@ -12,7 +12,7 @@ from retain.cli._ops import http_address, http_option, log_format_option, ops_to
 from retain.daemon import stop_signals_held
 from retain.errors import RetainError
 from retain.cli._limits import LIMIT_HELP, parse_limits
-from retain.wire import ByteBudget, HttpTimeouts, Limits, StreamTimeouts
+from retain.wire import ByteBudget, HttpTimeouts, Limits, StreamTimeouts, refuse_clear
 
 __all__ = ["logd", "session_options"]
 
@@ -53,8 +53,10 @@ def logd() -> None:
 @click.option("--limit", "limit_texts", multiple=True, metavar="NAME=VALUE", help=LIMIT_HELP)
 @click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False),
               help="TOML token file: who may read, write, retain, admin, and as which authors (docs/logd.md).")
-@click.option("--insecure", is_flag=True, help="Serve a non-loopback address without --tokens (anyone may write).")
-@click.option("--tls-cert", type=click.Path(dir_okay=False), help="PEM certificate: serve --http over TLS (with --tls-key).")
+@click.option("--insecure", is_flag=True, help="Serve a non-loopback address without --tokens (anyone may write), "
+                                               "or take tokens on a non-loopback --listen without TLS.")
+@click.option("--tls-cert", type=click.Path(dir_okay=False),
+              help="PEM certificate: serve --listen and --http over TLS (with --tls-key).")
 @click.option("--tls-key", type=click.Path(dir_okay=False), help="PEM private key of --tls-cert.")
 @click.option("--socket-mode", default="0600", show_default=True,
               help="Permission mode (octal) of the --socket file; whatever the umask.")
@@ -104,6 +106,7 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
                  "http_timeouts": bounds.applied(HttpTimeouts(), "http")}
     tokens, tls, mode = server_security(tokens_file, insecure, tls_cert, tls_key, socket_mode,
                                         [address, http_address])
+    refuse_clear([address[0] if isinstance(address, tuple) else None], tokens, tls is not None, insecure)
 
     from retain.logd.postgres import is_postgres_url, redacted
 
@@ -136,9 +139,10 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
 
         def started() -> str:
             server = running.server
-            where = [f"{server.address[0]}:{server.address[1]}" if server.address else f"unix:{socket_path}"]
+            secure = "tls://" if tls else ""
+            where = [f"{secure}{server.address[0]}:{server.address[1]}" if server.address else f"unix:{socket_path}"]
             if server.http_address:
-                where.append(f"http://{server.http_address[0]}:{server.http_address[1]}/")
+                where.append(f"http{'s' if tls else ''}://{server.http_address[0]}:{server.http_address[1]}/")
             return f"logd serving {shown} at head {store.head} on {' and '.join(where)}"
 
         try:
@@ -247,12 +251,14 @@ def restore_command(source: str, db: str, force: bool) -> None:
 def server_security(tokens_file: str | None, insecure: bool, tls_cert: str | None, tls_key: str | None,
                     socket_mode: str, addresses: list[Any]) -> tuple[Any, tuple[str, str] | None, int]:
     """The serve options that decide who may connect, checked before anything opens: (tokens, tls, socket mode)."""
-    from retain.wire import Tokens, refuse_open
+    from retain.wire import Tokens, refuse_open, server_context
 
     tokens = Tokens.load(tokens_file) if tokens_file else None
     refuse_open([address[0] for address in addresses if isinstance(address, tuple)], tokens, insecure)
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("give --tls-cert and --tls-key together")
+    if tls_cert is not None and tls_key is not None:
+        server_context(tls_cert, tls_key)  # a key that is not the certificate's: one line, exit 1, nothing opened
     try:
         mode = int(socket_mode, 8)
     except ValueError:
@@ -283,6 +289,9 @@ def session_options(function: Any) -> Any:
         click.option("--json", "as_json", is_flag=True, help="Print answers as JSON, one per line, instead of YAML."),
         click.option("--token", envvar="RETAIN_TOKEN", show_envvar=True,
                      help="The secret of a token to present (a logd served with --tokens needs one)."),
+        click.option("--tls-ca", type=click.Path(dir_okay=False), envvar="RETAIN_TLS_CA", show_envvar=True,
+                     help="Speak TLS to --connect, trusting this CA bundle (PEM): the server's certificate when it "
+                          "is self-signed."),
     ]):
         function = option(function)
     return function
@@ -291,7 +300,7 @@ def session_options(function: Any) -> Any:
 @logd.command("request")
 @session_options
 def request_command(file: IO[str], address: str, author: str | None, scope: str | None,
-                    as_json: bool, token: str | None) -> None:
+                    as_json: bool, token: str | None, tls_ca: str | None) -> None:
     """Send the documents in FILE (or - for stdin) pipelined, and print each answer.
 
     Documents are separated by lines '---' or '...'. Every document is read
@@ -303,6 +312,7 @@ def request_command(file: IO[str], address: str, author: str | None, scope: str 
         retain logd request requests.yaml
         echo '{list: {path: jobs.*}}' | retain logd request - --connect 127.0.0.1:7420
         RETAIN_TOKEN=s3cret-of-16-chars retain logd request requests.yaml
+        retain logd request requests.yaml --connect logd.internal:7420 --tls-ca ca.pem
     """
     from retain.logd.client import Client, parse_address
     from retain.wire import dump, load, split_documents
@@ -310,7 +320,7 @@ def request_command(file: IO[str], address: str, author: str | None, scope: str 
     requests = [load(text)[0] for text in split_documents(file.read())]
     if not requests:
         raise click.UsageError("no documents to send")
-    with Client(parse_address(address), author=author, scope=scope, token=token) as client:
+    with Client(parse_address(address), author=author, scope=scope, token=token, tls=tls_ca) as client:
         answers = client.pipeline(requests)
     for answer in answers:
         sys.stdout.write(dump(answer, "json" if as_json else "yaml").decode())
@@ -324,7 +334,7 @@ def request_command(file: IO[str], address: str, author: str | None, scope: str 
 @session_options
 @click.option("--now", help="Age by this RFC 3339 time instead of the file's now (or the server's clock).")
 def retain_command(file: IO[str], address: str, author: str | None, scope: str | None, as_json: bool,
-                   token: str | None, now: str | None) -> None:
+                   token: str | None, tls_ca: str | None, now: str | None) -> None:
     """Send the retain request in FILE (or - for stdin) and print the answer.
 
     FILE holds one document: {retain: {now?, batch?, author?, what: [rules]}}
@@ -346,7 +356,7 @@ def retain_command(file: IO[str], address: str, author: str | None, scope: str |
     if now is not None:
         body = {**body, "now": now} if isinstance(body, dict) else body
     parse_retain(body)  # refused here, before anything is sent
-    with Client(parse_address(address), author=author, scope=scope, token=token) as client:
+    with Client(parse_address(address), author=author, scope=scope, token=token, tls=tls_ca) as client:
         answer = client.request({"retain": body})
     sys.stdout.write(dump(answer, "json").decode() if as_json else dump_braced(answer))
     if "error" in answer:

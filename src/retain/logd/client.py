@@ -7,8 +7,15 @@ travel in their JSON spelling), pipeline freely, and raise an error answer as th
 With ``token=SECRET`` a client presents it first (``{auth: {token: SECRET}}``), as a server
 with tokens requires; a refused token raises :class:`~retain.errors.Unauthenticated`.
 
+With ``tls=`` a client speaks TLS to a TCP address (a server given ``--tls-cert/--tls-key``), as
+httpx's ``verify=`` reads: ``True`` trusts the system's CAs, a path trusts the CA bundle (PEM) there
+(a private CA, or the server's self-signed certificate), an :class:`ssl.SSLContext` is used as given;
+the host name is checked against the certificate (:func:`~retain.wire.client_context`). A certificate
+that does not verify raises :class:`~retain.errors.ServerUnavailable` naming why.
+
 Example:
-    >>> with Client(("127.0.0.1", 7420), author="verse/ops", token=os.environ["RETAIN_TOKEN"]) as logd:
+    >>> with Client(("logd.internal", 7420), author="verse/ops", token=os.environ["RETAIN_TOKEN"],
+    ...             tls="/etc/retain/ca.pem") as logd:
     ...     commit = logd.patch([{"set": "jobs.j1", "value": {"status": "done"}}]).commit
     ...     logd.get("jobs.j1").value
     {'status': 'done'}
@@ -18,13 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from retain.errors import LOGD_ERRORS, Compacted, InvalidInput, LogdError, ServerUnavailable
 from retain.logd.store import Listing, Read, Written
-from retain.wire import Format, Framer, Limits, TooLarge, frame, load
+from retain.wire import ClientTls, Format, Framer, Limits, TooLarge, client_context, frame, load
 
 __all__ = ["Address", "AsyncClient", "Client", "error_from", "parse_address"]
 
@@ -41,6 +49,15 @@ def parse_address(text: str) -> Address:
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise InvalidInput(f"a logd address is HOST:PORT or a socket path such as unix:/run/logd.sock (got {text!r})")
     return host or "127.0.0.1", int(port)
+
+
+def _tls_for(address: Address, tls: ClientTls) -> ssl.SSLContext | None:
+    """The TLS context to connect to ``address`` with; checked before any I/O."""
+    context = client_context(tls)
+    if context is not None and isinstance(address, str):
+        raise InvalidInput(f"tls= is for a TCP address; the Unix socket {address} is served in clear (its file "
+                           f"mode guards it)")
+    return context
 
 
 def error_from(answer: dict[str, Any]) -> LogdError:
@@ -90,13 +107,16 @@ class Client(_Base):
 
     def __init__(self, address: Address, *, author: str | None = None, scope: str | None = None,
                  timeout: float = 60.0, fmt: Format = "json", limits: Limits = Limits(),
-                 token: str | None = None) -> None:
+                 token: str | None = None, tls: ClientTls = None) -> None:
         super().__init__(fmt, limits)
+        context = _tls_for(address, tls)
         family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         try:
             self.sock.connect(address)
+            if context is not None:
+                self.sock = context.wrap_socket(self.sock, server_hostname=address[0])
         except OSError as exc:
             self.sock.close()
             raise ServerUnavailable(f"cannot reach logd at {address}: {exc}") from exc
@@ -188,12 +208,15 @@ class AsyncClient(_Base):
 
     @classmethod
     async def connect(cls, address: Address, *, author: str | None = None, scope: str | None = None,
-                      fmt: Format = "json", limits: Limits = Limits(), token: str | None = None) -> AsyncClient:
+                      fmt: Format = "json", limits: Limits = Limits(), token: str | None = None,
+                      tls: ClientTls = None) -> AsyncClient:
+        context = _tls_for(address, tls)
         try:
             if isinstance(address, str):
                 reader, writer = await asyncio.open_unix_connection(address)
             else:
-                reader, writer = await asyncio.open_connection(*address)
+                reader, writer = await asyncio.open_connection(*address, ssl=context,
+                                                               server_hostname=address[0] if context else None)
         except OSError as exc:
             raise ServerUnavailable(f"cannot reach logd at {address}: {exc}") from exc
         client = cls(reader, writer, fmt, limits)

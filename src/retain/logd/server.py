@@ -41,6 +41,11 @@ a stream connection presents it first (:func:`~retain.wire.serve_connection`), a
 request in ``Authorization: Bearer``; the session's author is the token's name unless the
 caller names one its patterns admit, and :func:`~retain.logd.verbs.authorize` checks each
 verb. Without tokens the server is open, and refuses a non-loopback address unless ``insecure``.
+
+With ``tls=(certfile, keyfile)`` both the TCP stream listener and HTTP speak TLS (the Unix socket,
+guarded by its file mode, does not); the pair is loaded when the server is made, so a key that is
+not the certificate's is refused before anything binds. Tokens on a non-loopback TCP listener
+without TLS are refused unless ``insecure`` (:func:`~retain.wire.refuse_clear`).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from starlette.routing import BaseRoute
@@ -64,7 +70,8 @@ from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
 from retain.logd.verbs import Context, delta_document, handle, reads_only, staged, steps
 from retain.wire import (DEFAULT_SOCKET_MODE, ByteBudget, Format, StreamTimeouts, HostPort, HttpServer, HttpTimeouts, Limits, Link, Reply,
-                         StreamServer, ThreadedServer, Token, Tokens, answer_failure, frame, http_app, refuse_open)
+                         StreamServer, ThreadedServer, Token, Tokens, answer_failure, frame, http_app, refuse_clear,
+                         refuse_open, server_context)
 
 __all__ = ["LogdServer", "ServerThread"]
 
@@ -232,6 +239,8 @@ class LogdServer:
                  stream_timeouts: StreamTimeouts = StreamTimeouts(), observe: Observe | None = None,
                  http_routes: Sequence[BaseRoute] = ()) -> None:
         refuse_open([None if listen is None else listen[0], None if http is None else http[0]], tokens, insecure)
+        refuse_clear([None if listen is None else listen[0]], tokens, tls is not None, insecure)
+        context = None if tls is None else server_context(*tls)  # a bad pair fails here, before anything binds
         self.store, self.limits, self.tokens, self.observe = store, limits, tokens, observe
         self.reads_apart = store.backend.reads_apart  # gets and lists on reader threads, beside the writer
         self.reads_inline = self.reads_apart and store.backend.local  # small ones on the loop (read_inline)
@@ -240,7 +249,7 @@ class LogdServer:
         self.readers = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="logd-reader")
         self._stream = (StreamServer(self._conversation, listen=listen, socket_path=socket_path, limits=limits,
                                      tokens=tokens, insecure=insecure, socket_mode=socket_mode,
-                                     budget=self.budget, timeouts=stream_timeouts)
+                                     budget=self.budget, timeouts=stream_timeouts, tls=context)
                         if listen is not None or socket_path is not None else None)
         self._http = None
         if http is not None:
@@ -352,7 +361,7 @@ class LogdServer:
             return await loop.run_in_executor(self.readers, self._read_http, request, fmt, author, grant)
         if not staged(request):
             return await loop.run_in_executor(self.writer, self._apply_http, request, fmt, author, scope, grant)
-        session = await loop.run_in_executor(self.writer, self.store.session, author, scope)  # a new scope is a write
+        session = await loop.run_in_executor(self.writer, partial(self.store.session, author, scope, maker=grant))
         return await self.run_steps(Context(self.store, session, format=fmt, grant=grant), request)
 
     def _read_http(self, request: Any, fmt: Format, author: str, grant: Token | None,
@@ -379,7 +388,7 @@ class LogdServer:
 
     def _apply_http(self, request: Any, fmt: Format, author: str, scope: str | None,
                     grant: Token | None) -> dict[str, Any]:
-        session = self.store.session(author=author, scope=scope)  # on the writer thread
+        session = self.store.session(author=author, scope=scope, maker=grant)  # on the writer thread: may make it
         return handle(Context(self.store, session, format=fmt, grant=grant), request)
 
 

@@ -55,7 +55,10 @@ class Settings:
     - ``horizon`` (``compaction.horizon``): when set, no history older than this survives;
     - ``max_patch_ops`` (``limits.patchOps``), ``max_retain_rules`` (``limits.retainRules``),
       ``max_path_length`` (``limits.pathLength``, in characters): the most one request may ask, so that
-      its cost is bounded before it runs (:mod:`retain.logd.limits`).
+      its cost is bounded before it runs (:mod:`retain.logd.limits`);
+    - ``max_scopes`` (``limits.scopes``): the most live scopes in the store; ``max_scopes_per_token``
+      (``limits.scopesPerToken``): the most live scopes one token has made through this store
+      (:meth:`~retain.logd.Store.session`).
     """
 
     read_budget: int = 100_000
@@ -66,11 +69,14 @@ class Settings:
     max_patch_ops: int = 10_000
     max_retain_rules: int = 1_000
     max_path_length: int = 1_024
+    max_scopes: int = 1_000
+    max_scopes_per_token: int = 100
 
     def __post_init__(self) -> None:
         _fields.whole_number(self.read_budget, "storage.readBudget", Where("", InvalidSettings), minimum=1)
         for name, value in (("limits.patchOps", self.max_patch_ops), ("limits.retainRules", self.max_retain_rules),
-                            ("limits.pathLength", self.max_path_length)):
+                            ("limits.pathLength", self.max_path_length), ("limits.scopes", self.max_scopes),
+                            ("limits.scopesPerToken", self.max_scopes_per_token)):
             _fields.whole_number(value, name, Where("", InvalidSettings), minimum=1)
         if self.synchronous not in SYNCHRONOUS:
             raise InvalidSettings(f"storage.synchronous must be one of {', '.join(SYNCHRONOUS)} "

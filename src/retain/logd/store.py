@@ -25,7 +25,7 @@ from functools import partial
 from typing import Any
 
 from retain.clock import format_rfc3339, utc_now
-from retain.errors import Compacted, InvalidRequest, NotFound
+from retain.errors import Compacted, InvalidRequest, LimitExceeded, NotFound
 from retain.logd import history
 from retain.logd.bulk import NewRecords, as_ops, new_records, places, plan_bulk, read_ahead
 from retain.logd.draft import Draft, check_node, record_key
@@ -36,9 +36,9 @@ from retain.logd.settings import Settings
 from retain.logd.postgres import PostgresBackend, is_postgres_url
 from retain.logd.sqlite import SqliteBackend
 from retain.logd.steps import Step, drive
-from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest, Reads
+from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest, Reads, ScopeRecord
 from retain.logd.view import View, list_items, read_value
-from retain.wire import check_author, from_plain, to_plain
+from retain.wire import Token, check_author, from_plain, to_plain
 
 __all__ = ["PRUNE_RECORDS", "Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written",
            "delta_for"]
@@ -109,6 +109,7 @@ class Store:
         self._revalidate()
         self._listeners: list[Callable[[CommitRecord], None]] = []
         self._published_up_to = self.head  # listeners have been told of every commit up to this one
+        self._made_by: dict[str, set[str]] = {}  # token name -> the scopes it made here (some since dropped)
 
     @classmethod
     def open(cls, target: str, *, settings: Settings | None = None, clock: Clock = utc_now) -> Store:
@@ -153,13 +154,42 @@ class Store:
     def head(self) -> int:
         return self.backend.head()[0]
 
-    def session(self, author: str = "anonymous", scope: str | None = None) -> Session:
-        """A session writing as ``author``; with ``scope``, reading and writing that scope (made if new)."""
+    def session(self, author: str = "anonymous", scope: str | None = None, *, maker: Token | None = None) -> Session:
+        """A session writing as ``author``; with ``scope``, reading and writing that scope (made if new).
+
+        Making a scope is a write: ``maker`` (the caller's token; None on an open server) needs ``write``, and
+        may hold at most ``limits.scopesPerToken`` live scopes it made; the store at most ``limits.scopes``.
+
+        Raises:
+            Forbidden: ``maker`` may not write, and the scope is new.
+            LimitExceeded: the scope is new and one of the two caps is reached (the refusal names it).
+        """
         check_author(author)
         scope_id = BASELINE
         if scope is not None:
-            scope_id = self.backend.create_scope(check_key(scope, "scope name")).id
+            scope_id = self._scope(check_key(scope, "scope name"), maker).id
         return Session(self, author, scope, scope_id)
+
+    def _scope(self, name: str, maker: Token | None) -> ScopeRecord:
+        """The live scope ``name``, made if there is none and ``maker`` may make it (on the writer thread)."""
+        live = self.backend.scopes()
+        found = next((record for record in live if record.name == name), None)
+        if found is not None:
+            return found
+        if maker is not None:
+            maker.require("write", f"create the scope {name!r}")
+        if len(live) >= self.settings.max_scopes:
+            raise LimitExceeded(f"cannot create the scope {name!r}: {len(live)} scopes are live and the limit "
+                                f"limits.scopes is {self.settings.max_scopes}; drop one first ({{drop: {{scope: NAME}}}})")
+        if maker is not None:
+            # Only what is still live counts: a scope dropped since (by anyone) frees its place.
+            mine = self._made_by.get(maker.name, set()) & {record.name for record in live}
+            if len(mine) >= self.settings.max_scopes_per_token:
+                raise LimitExceeded(f"cannot create the scope {name!r}: token {maker.name!r} has made {len(mine)} "
+                                    f"live scopes and the limit limits.scopesPerToken is "
+                                    f"{self.settings.max_scopes_per_token}; drop one first")
+            self._made_by[maker.name] = mine | {name}
+        return self.backend.create_scope(name)
 
     def listen(self, listener: Callable[[CommitRecord], None]) -> None:
         """Call ``listener(record)`` after every commit is durable, once each and in commit order -- on a

@@ -9,7 +9,8 @@ silently ignored.
 Where the server has tokens, the connection's :class:`Context` carries the caller's
 :class:`~retain.wire.Token` and :func:`authorize` runs before any handler: the verb needs its
 permission (:data:`PERMISSION`; ``schema`` with ``set`` needs ``admin``, reading it ``read``)
-and an ``author`` the request names must match one of the token's patterns.
+and an ``author`` the request names must match one of the token's patterns. A ``session`` that
+makes a new scope needs ``write`` too (:meth:`~retain.logd.Store.session`).
 
 ``retain`` (seed 004, :mod:`retain.logd.retain`) and ``compact`` are answered in steps
 (:data:`STAGED`, :mod:`retain.logd.steps`): a retain's read, then one commit per batch; a
@@ -141,7 +142,7 @@ def _path(body: dict[str, Any], *, required: bool) -> Path | None:
 def _session(context: Context, body: dict[str, Any]) -> dict[str, Any]:
     _fields("session", body, ("author", "scope"))
     author = body.get("author", context.session.author)
-    context.session = context.store.session(author=author, scope=body.get("scope"))
+    context.session = context.store.session(author=author, scope=body.get("scope"), maker=context.grant)
     return {"author": context.session.author, "scope": context.session.scope}
 
 

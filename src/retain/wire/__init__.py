@@ -11,7 +11,9 @@ One layer under both servers, so that neither holds the other's transport:
 - the request and answer shapes, and the one way a failure becomes an answer
   (:func:`parse_request`, :func:`answer_result`, :func:`answer_error`, :func:`answer_failure`);
 - who may do what: :class:`Tokens` (a token file), each :class:`Token`'s permissions and author
-  patterns, :func:`check_author`, :func:`refuse_open` (no open server off loopback);
+  patterns, :func:`check_author`, :func:`refuse_open` (no open server off loopback),
+  :func:`refuse_clear` (no token in clear off loopback); TLS contexts (:func:`server_context`,
+  :func:`client_context`);
 - serving: listening sockets (:class:`StreamSockets`), the one connection loop
   (:func:`serve_connection`: documents in, answers out in request order, each
   :class:`Conversation` deciding whether it pipelines), a :class:`StreamServer` of
@@ -23,7 +25,7 @@ It imports only the vocabulary (:mod:`retain.errors`, :mod:`retain.clock`,
 package's layout; what others use is exported here.
 """
 
-from retain.wire.auth import PERMISSIONS, Token, Tokens, check_author, refuse_open
+from retain.wire.auth import PERMISSIONS, Token, Tokens, check_author, refuse_clear, refuse_open
 from retain.wire.bounds import ByteBudget, Limits, StreamTimeouts, TooLarge, refuse_size
 from retain.wire.connection import Conversation, Link, Reply, serve_connection
 from retain.wire.documents import Format, answer_format, dump, dump_braced, load, receive, split_documents
@@ -34,6 +36,7 @@ from retain.wire.requests import answer_error, answer_failure, answer_result, pa
 from retain.wire.running import Server, ThreadedServer
 from retain.wire.serving import StreamServer
 from retain.wire.sockets import DEFAULT_SOCKET_MODE, HostPort, StreamSockets, bind_unix_socket
+from retain.wire.tls import ClientTls, client_context, server_context
 from retain.wire.tags import TAG_NAMES, AutoId, LogdKey, Or, Raw, from_plain, to_plain
 
 __all__ = [
@@ -47,7 +50,11 @@ __all__ = [
     "HttpTimeouts",
     "bind_unix_socket",
     "check_author",
+    "refuse_clear",
     "refuse_open",
+    "ClientTls",
+    "client_context",
+    "server_context",
     "HTTP_STATUS",
     "TAG_NAMES",
     "AutoId",

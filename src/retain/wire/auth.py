@@ -14,7 +14,9 @@ the time taken. A stream connection presents its token in its first document
 (``{auth: {token: SECRET}}``), HTTP in ``Authorization: Bearer SECRET``.
 
 A server with no tokens is open: everything is permitted. :func:`refuse_open` keeps an
-open server on loopback unless the operator says ``insecure``.
+open server on loopback unless the operator says ``insecure``; :func:`refuse_clear` keeps a
+stream listener that takes tokens in clear on loopback too (a secret would cross the network
+unencrypted).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 from retain.errors import Forbidden, InvalidInput, InvalidRequest, Unauthenticated
 
-__all__ = ["PERMISSIONS", "Token", "Tokens", "check_author", "refuse_open"]
+__all__ = ["PERMISSIONS", "Token", "Tokens", "check_author", "refuse_clear", "refuse_open"]
 
 #: what a token may be granted; ``admin`` covers compact, schema changes and scopes.
 PERMISSIONS = ("read", "write", "retain", "admin")
@@ -223,6 +225,21 @@ def refuse_open(hosts: Sequence[str | None], tokens: Tokens | None, insecure: bo
         if host is not None and not _loopback(host):
             raise InvalidInput(f"refusing to serve {host} without tokens: anyone who reaches it could write "
                                f"anything; give --tokens FILE, or --insecure to serve it open")
+
+
+def refuse_clear(hosts: Sequence[str | None], tokens: Tokens | None, tls: bool, insecure: bool) -> None:
+    """Refuse to take tokens in clear on a non-loopback stream listener, unless ``insecure``; before anything
+    binds.
+
+    Raises:
+        InvalidInput: naming the address, and the two ways out.
+    """
+    if tokens is None or tls or insecure:
+        return
+    for host in hosts:
+        if host is not None and not _loopback(host):
+            raise InvalidInput(f"refusing to take tokens in clear on {host}: every secret would cross the network "
+                               f"unencrypted; give --tls-cert FILE --tls-key FILE, or --insecure to serve it in clear")
 
 
 def _loopback(host: str) -> bool:

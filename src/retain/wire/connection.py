@@ -29,7 +29,7 @@ and :class:`~retain.wire.StreamTimeouts`' defaults):
   (64 MiB); past it the connection is closed;
 - a document must end within ``document`` (30 s) of its first byte, else it is refused and
   the connection closed (slowloris); a connection owing no answer and streaming no watch is
-  closed after ``idle`` (300 s) without a byte.
+  closed ``idle`` (300 s) after its last answer went out (or it began) without a byte since.
 
 When the peer closes its side, what it sent is still answered; when the server closes,
 the connection stops at once (the answer being awaited is cancelled).
@@ -145,11 +145,13 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
     framer = Framer(limits.max_bytes, budget)
     loop = asyncio.get_running_loop()
     first, begun = True, loop.time()
+    # An answer going out re-arms the idle deadline of the read under way: it idles from that answer on.
+    window.deadline = lambda: _deadline(framer, begun, link, window, timeouts)
     try:
         while True:
-            deadline = _deadline(framer, begun, link, window, timeouts, loop.time())
+            deadline = _deadline(framer, begun, link, window, timeouts)
             try:
-                async with asyncio.timeout_at(deadline):
+                async with asyncio.timeout_at(deadline) as window.timer:
                     data = await reader.read(_CHUNK)
             except TimeoutError:
                 if not framer.unfinished and not _idle(window, link, timeouts, loop.time()):
@@ -159,6 +161,8 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                                               "of its first byte; closing the connection")
                     pending.put_nowait((_ready(answer_failure(failure)), "yaml"))
                 break  # idle: nothing to answer; too slow: its refusal is the last answer
+            finally:
+                window.timer = None
             if not data:
                 break
             was_unfinished = framer.unfinished
@@ -208,6 +212,8 @@ class _Window:
         self._free = asyncio.Semaphore(size)
         self.owed = 0
         self.answered = asyncio.get_running_loop().time()  # when the last answer went out (or the start)
+        self.timer: asyncio.Timeout | None = None  # the deadline of the read under way, if one is
+        self.deadline: Callable[[], float | None] = lambda: None  # what that deadline should be now
 
     async def reserve(self) -> None:
         await self._free.acquire()
@@ -217,17 +223,19 @@ class _Window:
         self.owed -= 1
         self.answered = asyncio.get_running_loop().time()
         self._free.release()
+        if self.timer is not None and not self.timer.expired():
+            self.timer.reschedule(self.deadline())
 
 
-def _deadline(framer: Framer, begun: float, link: Link, window: _Window, timeouts: StreamTimeouts,
-              now: float) -> float | None:
+def _deadline(framer: Framer, begun: float, link: Link, window: _Window, timeouts: StreamTimeouts) -> float | None:
     """When the next read gives up: a document begun must end in time; a connection with nothing under way
     (no answer owed, no watch streaming) may idle only so long; otherwise never."""
     if framer.unfinished:
         return begun + timeouts.document
-    if timeouts.idle is not None and not link.streaming:
-        # Owing answers, it is busy; once it owes none it may idle from its last answer on.
-        return max(now, window.answered) + timeouts.idle
+    if timeouts.idle is not None and not link.streaming and window.owed == 0:
+        # Owing answers, it is busy (no deadline: the last answer re-arms it); owing none, it may idle from
+        # its last answer on -- not from the read that began before that answer, which doubled the timeout.
+        return window.answered + timeouts.idle
     return None
 
 

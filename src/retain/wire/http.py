@@ -14,7 +14,8 @@ are bounded in time (:class:`HttpTimeouts`, finding 3): an idle keep-alive conne
 closed after ``idle`` seconds (uvicorn's ``timeout_keep_alive``); a request whose headers
 are not complete ``headers`` seconds after its first byte is dropped (slowloris); a body
 still arriving ``body`` seconds after the headers is answered 408 and the connection closed.
-Headers are at most 64 KiB (h11's incomplete-event bound).
+A request's line and headers are at most 64 KiB however they arrive (h11 bounds a head still
+incomplete; each complete one is measured too), else 400 and the connection closed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from starlette.applications import Starlette
@@ -132,6 +134,7 @@ class _Guarded(H11Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._headers_due: asyncio.TimerHandle | None = None
         self._await_headers()
+        self.conn.next_event = _bounded_head(self.conn.next_event)  # type: ignore[method-assign]
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -160,6 +163,23 @@ class _Guarded(H11Protocol):
         self._headers_due = None
         if self.cycle is None or self.cycle.response_complete:
             self.transport.close()
+
+
+def _bounded_head(next_event: Callable[[], Any]) -> Callable[[], Any]:
+    """h11's ``next_event``, refusing a request whose line and headers pass :data:`_MAX_HEADER_BYTES`.
+
+    h11 bounds only an *incomplete* head: headers that arrive whole in one read (100 KiB did) were
+    accepted. uvicorn answers the refusal 400 and closes the connection."""
+    def bounded() -> Any:
+        event = next_event()
+        if isinstance(event, h11.Request):
+            size = len(event.method) + len(event.target) + 12 + sum(len(name) + len(value) + 4
+                                                                    for name, value in event.headers)
+            if size > _MAX_HEADER_BYTES:
+                raise h11.RemoteProtocolError(f"request line and headers of {size} bytes; at most "
+                                              f"{_MAX_HEADER_BYTES}", error_status_hint=431)
+        return event
+    return bounded
 
 
 class HttpServer:
@@ -194,6 +214,9 @@ class HttpServer:
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started and not self._task.done():
             await asyncio.sleep(0.01)
+        if self._task.done():
+            self._task.result()  # what stopped uvicorn before it served (was silent: no HTTP listener, no error)
+            raise OSError(f"the HTTP server on {self.address[0]}:{self.address[1]} stopped before it served")
 
     async def aclose(self) -> None:
         if self._server is not None and self._task is not None:

@@ -8,6 +8,7 @@ reads its documents and writes its answers in order.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
 
 from retain.errors import InvalidInput
@@ -26,7 +27,8 @@ class StreamServer:
     unless given) and are bounded in time by ``timeouts``.
     With ``tokens`` every connection presents one first (:func:`~retain.wire.serve_connection`);
     without, a non-loopback ``listen`` is refused unless ``insecure``
-    (:func:`~retain.wire.auth.refuse_open`). The Unix socket is made with ``socket_mode``.
+    (:func:`~retain.wire.auth.refuse_open`). The Unix socket is made with ``socket_mode``; with ``tls`` the TCP
+    listener speaks TLS.
 
     Raises:
         InvalidInput: neither ``listen`` nor ``socket_path`` was given, or an open server on a
@@ -36,7 +38,7 @@ class StreamServer:
     def __init__(self, conversation: Callable[[Link], Conversation], *, listen: HostPort | None = None,
                  socket_path: str | None = None, limits: Limits = Limits(), tokens: Tokens | None = None,
                  insecure: bool = False, socket_mode: int = DEFAULT_SOCKET_MODE, budget: ByteBudget | None = None,
-                 timeouts: StreamTimeouts = StreamTimeouts()) -> None:
+                 timeouts: StreamTimeouts = StreamTimeouts(), tls: ssl.SSLContext | None = None) -> None:
         if listen is None and socket_path is None:
             raise InvalidInput("serve on listen=(host, port), socket_path=PATH, or both")
         refuse_open([None if listen is None else listen[0]], tokens, insecure)
@@ -44,7 +46,7 @@ class StreamServer:
         self.budget, self.timeouts = budget if budget is not None else ByteBudget(), timeouts
         self.listen, self.socket_path = listen, socket_path
         self.address: HostPort | None = None  # the TCP address bound, once started
-        self._sockets = StreamSockets(self._connection, socket_mode=socket_mode)
+        self._sockets = StreamSockets(self._connection, socket_mode=socket_mode, tls=tls)
 
     async def start(self) -> None:
         await self._sockets.bind(self.listen, self.socket_path)

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import ssl
 import stat
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -102,13 +103,14 @@ class StreamSockets:
 
     ``handler(reader, writer)`` serves one connection; :meth:`close` stops listening, cancels
     the open connections (a handler takes the cancellation as a normal end) and waits for them.
+    With ``tls`` the TCP listener speaks TLS (the Unix socket, guarded by its file mode, does not).
     """
 
     def __init__(self, handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]], *,
-                 socket_mode: int = DEFAULT_SOCKET_MODE) -> None:
+                 socket_mode: int = DEFAULT_SOCKET_MODE, tls: ssl.SSLContext | None = None) -> None:
         if not isinstance(socket_mode, int) or not 0 <= socket_mode <= 0o777:
             raise InvalidInput(f"a socket mode is a permission mode such as 0o600 (got {socket_mode!r})")
-        self.handler, self.socket_mode = handler, socket_mode
+        self.handler, self.socket_mode, self.tls = handler, socket_mode, tls
         self._socket_file: tuple[str, int, int] | None = None  # (path, device, inode) of the socket made
         self.address: HostPort | None = None  # the TCP address bound, once bound
         self._servers: list[asyncio.AbstractServer] = []
@@ -117,7 +119,7 @@ class StreamSockets:
     async def bind(self, listen: HostPort | None, socket_path: str | None) -> None:
         """Listen on TCP ``listen`` (port 0: any free one) and/or the Unix socket ``socket_path``."""
         if listen is not None:
-            server = await asyncio.start_server(self._serve, *listen, limit=2**20)
+            server = await asyncio.start_server(self._serve, *listen, limit=2**20, ssl=self.tls)
             self.address = server.sockets[0].getsockname()[:2]
             self._servers.append(server)
         if socket_path is not None:
