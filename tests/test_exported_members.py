@@ -109,7 +109,7 @@ def test_logd():
         "Or", "Path", "Raw", "Read", "Schema", "ScopeInfo", "PostgresBackend", "ServerThread", "Session", "Settings",
         "SqliteBackend", "Store", "Tier", "Written", "parse",
         "RetainRequest", "RetainResult", "RetainRule", "RuleResult", "Selection", "parse_retain", "run_retain",
-        "select", "Backup", "Restore", "backup", "restore", "ScheduleConfig", "run_scheduled", "send_once",
+        "select", "Backup", "Restore", "backup", "restore", "ScheduleConfig", "run_scheduled", "send_once", "ServeConfig", "serve",
     ])
 
 

@@ -90,8 +90,7 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
     ops_address = http_address(http) if http is not None else None
     table = load_mounts(mounts_file).with_logd(logd_address)
     where = _stream_address(listen, socket_path, DEFAULT_LISTEN)
-    tokens, _, mode = server_security(tokens_file, insecure, None, None, socket_mode, [where.get("listen"),
-                                                                                       ops_address])
+    tokens, _, mode = server_security(tokens_file, None, None, socket_mode)
     serve(DocdConfig(table, listen=where.get("listen"), socket_path=socket_path, max_document_bytes=max_document_bytes,
                      tokens=tokens, owner_token=owner_token, insecure=insecure, socket_mode=mode, http=ops_address,
                      log_format=log_format))
@@ -123,13 +122,14 @@ def controller_command(db: str, listen: str | None, socket_path: str | None, wit
     from retain.daemon import run_daemon
     from retain.docd.controller import Controller, controller_verbs
     from retain.logd import Store
-    from retain.wire import ThreadedServer
+    from retain.wire import ThreadedServer, refuse_open
 
     from retain.cli.logd import server_security
 
     where = _stream_address(listen, socket_path, None)
     verbs = controller_verbs(without)
-    tokens, _, _ = server_security(tokens_file, insecure, None, None, "0600", [where.get("listen")])
+    tokens, _, _ = server_security(tokens_file, None, None, "0600")
+    refuse_open([where["listen"][0] if "listen" in where else None], tokens, insecure)
     with Store.open(db) as store:
         running = ThreadedServer(Controller(store, without=without, tokens=tokens, insecure=insecure, **where))
         run_daemon(running, name="controller", finishing="the requests under way", started=lambda: f"controller serving {db} on "

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from retain.cli._ops import http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
-from retain.daemon import stop_signals_held
-from retain.errors import RetainError
 from retain.cli._limits import LIMIT_HELP, parse_limits
-from retain.wire import ByteBudget, HttpTimeouts, Limits, StreamTimeouts, refuse_clear
+from retain.cli._ops import http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
+from retain.wire import HttpTimeouts, Limits, StreamTimeouts
+
+if TYPE_CHECKING:
+    from retain.wire import Tokens
 
 __all__ = ["logd", "session_options"]
 
@@ -61,7 +62,6 @@ def logd() -> None:
 @click.option("--socket-mode", default="0600", show_default=True,
               help="Permission mode (octal) of the --socket file; whatever the umask.")
 @log_format_option
-@stop_signals_held()  # Store.open makes the store's threads: they must not take the stop signals
 def serve_command(db: str, listen: str | None, socket_path: str | None, http: str | None, read_budget: int | None,
                   synchronous: str | None, cutoff: str | None, tiers: tuple[str, ...], horizon: str | None,
                   max_document_bytes: int, max_buffered_bytes: int, limit_texts: tuple[str, ...],
@@ -85,73 +85,25 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
             --tls-cert cert.pem --tls-key key.pem
         retain logd serve --db /var/lib/retain/logd.sqlite3 --http 127.0.0.1:7421 --log-format json
     """
-    from retain.daemon import run_daemon
-    from retain.logd import Store
     from retain.logd.client import parse_address
-    from retain.logd.endpoints import logd_page, logd_readiness
-    from retain.logd.server import ServerThread
+    from retain.logd.serve_daemon import ServeConfig, serve
     from retain.logd.settings import Settings
 
     if listen and socket_path:
         raise click.UsageError("give --listen or --socket, not both")
-    address = parse_address(listen or DEFAULT_LISTEN) if not socket_path else None
+    address = parse_address(listen) if listen else None
     http_address = parse_address(http) if http else None
     if isinstance(address, str) or isinstance(http_address, str):
         raise click.UsageError("--listen and --http take HOST:PORT")
     bounds = parse_limits(limit_texts)
     settings = bounds.applied(Settings.from_options(read_budget=read_budget, synchronous=synchronous, cutoff=cutoff,
                                                     tiers=tiers, horizon=horizon), "settings")
-    transport = {"limits": bounds.applied(Limits(max_bytes=max_document_bytes), "wire"),
-                 "stream_timeouts": bounds.applied(StreamTimeouts(), "stream"),
-                 "http_timeouts": bounds.applied(HttpTimeouts(), "http")}
-    tokens, tls, mode = server_security(tokens_file, insecure, tls_cert, tls_key, socket_mode,
-                                        [address, http_address])
-    refuse_clear([address[0] if isinstance(address, tuple) else None], tokens, tls is not None, insecure)
-
-    from retain.logd.postgres import is_postgres_url, redacted
-
-    shown = redacted(db) if is_postgres_url(db) else db
-    made = not is_postgres_url(db) and not Path(db.removeprefix("sqlite:")).exists()
-    try:
-        store = Store.open(db, settings=settings)
-    except RetainError:
-        _remove_store_files(db, made)
-        raise
-    # The event loop, the writer and the readers hand the GIL to each other on every request; at the default
-    # 5 ms interval a thread back from I/O could wait that long for it (logd_load's p99 went from 240-700 ms
-    # to 140-160 ms at 50 clients with 0.5 ms).
-    sys.setswitchinterval(0.0005)
-    with store:
-        ops: dict[str, Any] = {}
-        if http_address is not None:
-            from retain.logd.metrics import LogdMetrics
-            from retain.ops import ops_routes
-
-            metrics = LogdMetrics(store_path=db, head=lambda: store.head)
-            store.listen(metrics.committed)
-            health = logd_readiness(db)
-            ops = {"observe": metrics.observe,
-                   "http_routes": ops_routes(health, metrics.registry, logd_page(db, store, metrics, health),
-                                             tokens)}
-        running = ServerThread(store, listen=address, socket_path=socket_path, http=http_address, tokens=tokens,
-                               insecure=insecure, tls=tls, socket_mode=mode, budget=ByteBudget(max_buffered_bytes),
-                               **transport, **ops)
-
-        def started() -> str:
-            server = running.server
-            secure = "tls://" if tls else ""
-            where = [f"{secure}{server.address[0]}:{server.address[1]}" if server.address else f"unix:{socket_path}"]
-            if server.http_address:
-                where.append(f"http{'s' if tls else ''}://{server.http_address[0]}:{server.http_address[1]}/")
-            return f"logd serving {shown} at head {store.head} on {' and '.join(where)}"
-
-        try:
-            run_daemon(running, name="logd", started=started, finishing="the requests under way",
-                       log_format=log_format)
-        except RetainError:
-            store.close()
-            _remove_store_files(db, made)  # a store this failed start created is not left behind
-            raise
+    tokens, tls, mode = server_security(tokens_file, tls_cert, tls_key, socket_mode)
+    serve(ServeConfig(db, listen=address, socket_path=socket_path, http=http_address, settings=settings,
+                      limits=bounds.applied(Limits(max_bytes=max_document_bytes), "wire"),
+                      stream_timeouts=bounds.applied(StreamTimeouts(), "stream"),
+                      http_timeouts=bounds.applied(HttpTimeouts(), "http"), max_buffered_bytes=max_buffered_bytes,
+                      tokens=tokens, insecure=insecure, tls=tls, socket_mode=mode, log_format=log_format))
 
 
 @logd.command("check")
@@ -248,17 +200,15 @@ def restore_command(source: str, db: str, force: bool) -> None:
                                                                      else ""))
 
 
-def server_security(tokens_file: str | None, insecure: bool, tls_cert: str | None, tls_key: str | None,
-                    socket_mode: str, addresses: list[Any]) -> tuple[Any, tuple[str, str] | None, int]:
-    """The serve options that decide who may connect, checked before anything opens: (tokens, tls, socket mode)."""
-    from retain.wire import Tokens, refuse_open, server_context
+def server_security(tokens_file: str | None, tls_cert: str | None, tls_key: str | None,
+                    socket_mode: str) -> tuple[Tokens | None, tuple[str, str] | None, int]:
+    """The serve options that decide who may connect, read: (tokens, TLS files, socket mode). Whether they
+    may serve the addresses given is the daemon's config's to refuse."""
+    from retain.wire import Tokens
 
     tokens = Tokens.load(tokens_file) if tokens_file else None
-    refuse_open([address[0] for address in addresses if isinstance(address, tuple)], tokens, insecure)
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("give --tls-cert and --tls-key together")
-    if tls_cert is not None and tls_key is not None:
-        server_context(tls_cert, tls_key)  # a key that is not the certificate's: one line, exit 1, nothing opened
     try:
         mode = int(socket_mode, 8)
     except ValueError:
@@ -268,14 +218,6 @@ def server_security(tokens_file: str | None, insecure: bool, tls_cert: str | Non
         raise click.BadParameter(f"an octal permission mode such as 0600 (got {socket_mode!r})",
                                  param_hint="--socket-mode")
     return tokens, (tls_cert, tls_key) if tls_cert and tls_key else None, mode
-
-
-def _remove_store_files(db: str, made: bool) -> None:
-    """Remove the SQLite file (and its WAL and shared-memory files) if this command created it."""
-    path = db.removeprefix("sqlite:")
-    if made and path != ":memory:":
-        for suffix in ("", "-wal", "-shm"):
-            Path(path + suffix).unlink(missing_ok=True)
 
 
 def session_options(function: Any) -> Any:

@@ -17,7 +17,7 @@ from retain.docd.metrics import DocdMetrics, owners_check
 from retain.docd.server import DocdServer
 from retain.errors import InvalidInput
 from retain.ops import DashboardPage, Health, OpsServer
-from retain.wire import Limits, ThreadedServer
+from retain.wire import Limits, ThreadedServer, refuse_open
 
 if TYPE_CHECKING:
     from retain.docd.mounts import MountTable
@@ -34,7 +34,8 @@ class DocdConfig:
     """What ``retain docd serve`` serves, one field per option.
 
     Raises:
-        InvalidInput: both ``listen`` and ``socket_path``.
+        InvalidInput: both ``listen`` and ``socket_path``; a non-loopback address without tokens (unless
+            ``insecure``).
     """
 
     mounts: MountTable
@@ -58,6 +59,8 @@ class DocdConfig:
             raise InvalidInput("docd serves on one address: give listen (HOST, PORT) or socket_path, not both")
         if self.socket_path is None and self.listen is None:
             object.__setattr__(self, "listen", DEFAULT_LISTEN)
+        refuse_open([self.listen[0] if self.listen else None, self.http[0] if self.http else None], self.tokens,
+                    self.insecure)
 
 
 def serve(config: DocdConfig) -> None:

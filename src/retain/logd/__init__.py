@@ -12,7 +12,8 @@ precondition-guarded delete commits. :func:`backup` copies a SQLite store at one
 serves; :func:`restore` puts a copy back.
 
 Served (``retain logd serve``) it speaks YAML or JSON documents over a stream socket
-and HTTP; :class:`Client` and :class:`AsyncClient` talk to it. :func:`run_scheduled`
+and HTTP (:func:`serve` of a :class:`ServeConfig` is that command in a program of your own);
+:class:`Client` and :class:`AsyncClient` talk to it. :func:`run_scheduled`
 is ``retain logd schedule`` from a :class:`ScheduleConfig`: a retain request sent on a beat.
 
 logd imports the vocabulary (:mod:`retain.errors`, :mod:`retain.clock`, :mod:`retain._fields`)
@@ -29,6 +30,7 @@ from retain.logd.retain import RetainResult, RuleResult, run_retain
 from retain.logd.retain_rules import RetainRequest, RetainRule, Selection, parse_retain, select
 from retain.logd.schedule_daemon import ScheduleConfig, run_scheduled, send_once
 from retain.logd.schema import Schema
+from retain.logd.serve_daemon import ServeConfig, serve
 from retain.logd.server import LogdServer, ServerThread
 from retain.logd.settings import Settings, Tier
 from retain.logd.sqlite import SqliteBackend
@@ -60,6 +62,7 @@ __all__ = [
     "ScheduleConfig",
     "Schema",
     "ScopeInfo",
+    "ServeConfig",
     "Selection",
     "ServerThread",
     "Session",
@@ -76,4 +79,5 @@ __all__ = [
     "run_scheduled",
     "select",
     "send_once",
+    "serve",
 ]
