@@ -67,6 +67,19 @@ class TestStreamsRun:
         beats = [line for line in lines if line["event"].startswith("beat at ")]
         assert beats and beats[0]["removed"] == 0 and "trims" in beats[0]
 
+    def test_pattern_streams_get_gauges_and_a_row_at_the_first_beat(self, tmp_path, redis_server, redis_conn):
+        """A pattern's streams get their window and oldest-age gauges and a dashboard row with figures as soon as
+        the first beat has matched them, not at the next status read (30 s later here: tick 30 s)."""
+        append(redis_conn, FEED, 12)
+        path = tmp_path / "retain.toml"
+        path.write_text(f'url = "{redis_server.url}"\ntick = "30s"\n'
+                        '[[stream]]\npattern = "emq:{game}:stream:*"\nmaxlen = 1000\n')
+        with running(["streams", "run", str(path)], tmp_path) as daemon:
+            wait_for(lambda: sample(daemon.metrics(), "retain_stream_window_entries", stream=FEED) == 1000,
+                     "the pattern stream's window gauge", timeout=15, child=daemon.process)
+            assert sample(daemon.metrics(), "retain_stream_oldest_entry_age_seconds", stream=FEED) is not None
+            assert f'data-stream="{FEED}" data-length="12"' in daemon.get("/")[1]
+
     def test_a_replica_says_which_shards_it_holds(self, tmp_path, redis_server, redis_conn):
         """With replicas (on by default): /readyz names the replica and its shards, /metrics counts them, the
         dashboard shows them, the start line says which replica of which group this is."""

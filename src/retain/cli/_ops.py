@@ -136,6 +136,11 @@ class StreamsOps:
         self.metrics.observe(report)
         with self._lock:
             self._report = report
+            read = {status.key for status in self._statuses}
+        # A rescan (the first beat's included) changes the streams: read their status now rather than at the
+        # next status tick, or a pattern's streams go up to STATUS_INTERVAL without gauges or a dashboard row.
+        if {entry.key for entry in self._policy().entries} != read:
+            self.monitor.poke()
 
     def services(self, address: tuple[str, int], tokens: Tokens | None = None) -> list[Any]:
         """The HTTP server first (a port in use stops the start before anything runs), then the monitor."""
