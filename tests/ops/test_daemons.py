@@ -59,6 +59,7 @@ class TestStreamsRun:
             assert sample(metrics, "retain_last_beat_timestamp_seconds") is not None
             assert "retain_beat_duration_seconds_bucket" in metrics
             status, page = daemon.get("/")
+            assert sample(metrics, "retain_redis_up") == 1 and sample(metrics, "retain_archive_up") == 1
             assert status == 200
             assert f'data-stream="{FEED}" data-length="120"' in page
             assert f'data-stream="{ROUNDS}" data-length="7"' in page
@@ -113,6 +114,24 @@ class TestStreamsRun:
                 status, answer = daemon.json("/readyz")
                 assert answer["ready"] is False and "redis" in answer["reasons"]
                 assert daemon.get("/healthz")[0] == 200
+                wait_for(lambda: sample(daemon.metrics(), "retain_redis_up") == 0, "retain_redis_up 0",
+                         child=daemon.process)
+                assert sample(daemon.metrics(), "retain_archive_up") is None  # no archive, no archive_up series
+
+    def test_the_metrics_every_exporter_has(self, tmp_path, redis_server):
+        """process_* (CPU, RSS, open fds, start time) and retain_build_info with the versions that run."""
+        import platform
+        from importlib import metadata
+
+        import retain
+
+        with running(["streams", "run", policy(tmp_path, redis_server.url)], tmp_path) as daemon:
+            metrics = daemon.metrics()
+        for name in ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+                     "process_start_time_seconds"):
+            assert (sample(metrics, name) or 0) > 0, name
+        assert sample(metrics, "retain_build_info", version=retain.__version__, python=platform.python_version(),
+                      redis_py=metadata.version("redis"), deltalake=metadata.version("deltalake")) == 1
 
     def test_metrics_port_is_an_alias(self, tmp_path, redis_server):
         """--http and --metrics-port together are refused: they name one address."""

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from retain._redis import translate_errors
 from retain.beats import Beat
 from retain.clock import utc_now
+from retain.errors import RetainError
 from retain.logs import LOG_FORMATS
 from retain.ops import (DashboardPage, Health, LogdPanel, OpsServer, Readiness, ReplicaPanel, Samples, StreamRow,
                         beat_check)
@@ -151,6 +152,8 @@ class StreamsOps:
             return None if self._report is None else self._report.at.timestamp()
 
     def _read_status(self) -> bool:
+        self.metrics.observe_reachable(self._answers(self._redis_reachable),
+                                       self._answers(self._archive_reachable) if self.archive is not None else None)
         statuses = stream_status(self.conn, self._policy(), now=self.clock(), archive=self.archive)
         self.metrics.observe_status(statuses)
         for status in statuses:
@@ -159,6 +162,14 @@ class StreamsOps:
         with self._lock:
             self._statuses = statuses
         return False
+
+    @staticmethod
+    def _answers(check: Callable[[], str | None]) -> bool:
+        """True when a reachability check passes: ``retain_redis_up`` and ``retain_archive_up``."""
+        try:
+            return check() is None
+        except RetainError:
+            return False
 
     def _redis_reachable(self) -> str | None:
         with translate_errors():
