@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from retain.cli import main
+from tests.helpers.command import retain_env
 
 
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()):
@@ -238,6 +240,28 @@ class TestPolicyCheck:
         path.write_text('[[stream]]\nqueue = "q"\nname = "s"\nmaxlen = 1\n' * 2)
         result = CliRunner().invoke(main, ["policy", "check", str(path)])
         assert result.exit_code == 1 and "repeats the stream of [[stream]] #1" in result.output
+
+
+class TestCompletion:
+    @pytest.mark.parametrize(("shell", "line"), [("bash", "complete -o nosort -F _retain_completion retain"),
+                                                 ("zsh", "#compdef retain"), ("fish", "complete --no-files --command retain")])
+    def test_the_script_is_produced(self, tmp_path, shell, line):
+        """_RETAIN_COMPLETE=<shell>_source retain prints the completion script the README has each shell load."""
+        ran = subprocess.run(["retain"], env={**retain_env(tmp_path), "_RETAIN_COMPLETE": f"{shell}_source"},
+                             capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 0, ran.stderr
+        assert line in ran.stdout
+
+    def test_bash_completes_commands_as_the_readme_loads_it(self, tmp_path):
+        """The README's bash line, then TAB after `retain streams i`: bash is offered info."""
+        readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+        load = next(line.split("  #")[0] for line in readme.splitlines() if "bash_source" in line)
+        script = (f"{load}\nCOMP_WORDS=(retain streams i); COMP_CWORD=2\n_retain_completion retain\n"
+                  'printf "%s\\n" "${COMPREPLY[@]}"\n')
+        ran = subprocess.run(["bash", "-euc", script], env=retain_env(tmp_path), capture_output=True, text=True,
+                             timeout=60)
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.split() == ["info"]
 
 
 class TestDemo:
