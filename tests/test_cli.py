@@ -164,6 +164,24 @@ class TestStreamsLs:
         assert rows["legacy:feed"]["archived"] is True and rows["legacy:feed"]["fold_lag"] == 0
 
 
+    def test_on_a_cluster_every_masters_streams(self, redis_cluster):
+        """--cluster: the streams of every master are listed, and info reads one from the node that holds it."""
+        conn = redis_cluster.client()
+        keys = [f"emq:{{{queue}}}:stream:ls" for queue in ("a", "b", "c", "d", "e")]
+        for key in keys:
+            conn.xadd(key, {"x": "1"})
+        try:
+            listed = CliRunner().invoke(main, ["streams", "ls", "emq:*:stream:ls", "--cluster", "--url",
+                                               redis_cluster.url])
+            assert listed.exit_code == 0, listed.output
+            assert [line.split()[0] for line in listed.output.splitlines()[1:]] == keys
+            shown = CliRunner().invoke(main, ["streams", "info", "c", "ls", "--cluster", "--url", redis_cluster.url])
+            assert shown.exit_code == 0 and "  length    1" in shown.output, shown.output
+        finally:
+            conn.delete(*keys)
+            conn.close()
+
+
 class TestStreamsInfo:
     def test_one_stream_with_its_groups(self, redis_server, redis_conn):
         """QUEUE NAME: length, first and last id with their age, memory, each group's pending and lag."""
