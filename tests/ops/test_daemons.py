@@ -173,6 +173,8 @@ class TestLogdServe:
             assert sample(metrics, "retain_logd_retain_skipped_total") == 0
             assert sample(metrics, "retain_logd_retain_unreadable_total") == 0
             assert (sample(metrics, "retain_logd_store_size_bytes") or 0) > 0
+            assert (sample(metrics, "process_resident_memory_bytes") or 0) > 0  # as every exporter
+            assert "retain_build_info{" in metrics
             status, page = daemon.get("/")
             assert status == 200 and 'data-head="2"' in page and "deleted 1" in page
             db.unlink()
