@@ -155,7 +155,8 @@ class TestStreamsLs:
         (the policy's url is used)."""
         fed(redis_conn)
         redis_conn.xadd("legacy:feed", {"a": "1"})
-        result = CliRunner().invoke(main, ["streams", "ls", "--json", "--policy", policy_file(tmp_path, redis_server.url)],
+        result = CliRunner().invoke(main, ["streams", "ls", "--json", "--policy",
+                                           policy_file(tmp_path, redis_server.url)],
                                     env={"RETAIN_REDIS_URL": "redis://127.0.0.1:1/0"})
         assert result.exit_code == 0, result.output
         rows = {row["key"]: row for row in json.loads(result.output)}
@@ -261,8 +262,9 @@ class TestPolicyCheck:
 
 
 class TestCompletion:
-    @pytest.mark.parametrize(("shell", "line"), [("bash", "complete -o nosort -F _retain_completion retain"),
-                                                 ("zsh", "#compdef retain"), ("fish", "complete --no-files --command retain")])
+    @pytest.mark.parametrize(("shell", "line"), [
+        ("bash", "complete -o nosort -F _retain_completion retain"), ("zsh", "#compdef retain"),
+        ("fish", "complete --no-files --command retain")])
     def test_the_script_is_produced(self, tmp_path, shell, line):
         """_RETAIN_COMPLETE=<shell>_source retain prints the completion script the README has each shell load."""
         ran = subprocess.run(["retain"], env={**retain_env(tmp_path), "_RETAIN_COMPLETE": f"{shell}_source"},

@@ -73,7 +73,8 @@ def test_retention():
     dry run, a stream inspected under a policy, the file's check and the metrics."""
     assert sorted(retain.retention.__all__) == sorted([
         "ArchiveSettings", "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile",
-        "ReplicaBeat", "Replicas", "RetentionDriver", "StreamPolicy", "StreamPreview", "StreamReport", "StreamStatus", "SweepReport", "TrimCall",
+        "ReplicaBeat", "Replicas", "RetentionDriver", "StreamPolicy", "StreamPreview", "StreamReport",
+        "StreamStatus", "SweepReport", "TrimCall",
         "applying_entry", "beat_delay", "check_policy", "decide", "inspect_stream", "load_policy", "parse_policy",
         "preview", "stream_status",
     ])

@@ -127,7 +127,8 @@ def run_blocks(blocks: list[Block], cwd: Path, env: dict[str, str], redis_url: s
             if block.kind == "sh":
                 ran = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=cwd, env=env, capture_output=True,
                                      text=True, timeout=300)
-                assert ran.returncode == 0, f"{block.where} failed ({ran.returncode}):\n{code}\n{ran.stdout}{ran.stderr}"
+                assert ran.returncode == 0, \
+                    f"{block.where} failed ({ran.returncode}):\n{code}\n{ran.stdout}{ran.stderr}"
                 printed.append(ran.stdout)
                 continue
             session = session or PythonSession(cwd, env)

@@ -110,7 +110,8 @@ class DriverMetrics:
                                   registry=self.registry)
         self.last_beat = Gauge("retain_last_beat_timestamp_seconds", "Clock instant of the last completed beat.",
                                registry=self.registry)
-        self.redis_up = Gauge("retain_redis_up", "1 when Redis answered the last probe, else 0.", registry=self.registry)
+        self.redis_up = Gauge("retain_redis_up", "1 when Redis answered the last probe, else 0.",
+                              registry=self.registry)
         #: made at the first probe of an archive: a policy without one exports no series that reads as down
         self.archive_up: Gauge | None = None
 
