@@ -118,6 +118,21 @@ class TestStreamsRun:
                          child=daemon.process)
                 assert sample(daemon.metrics(), "retain_archive_up") is None  # no archive, no archive_up series
 
+    def test_archive_up_follows_the_archive(self, tmp_path, redis_server, redis_conn):
+        """retain_archive_up is 1 while the archive answers, 0 once reading W from it fails (its directory replaced
+        by a file), while retain_redis_up stays 1."""
+        import shutil
+
+        append(redis_conn, ROUNDS, 3)
+        with running(["streams", "run", policy(tmp_path, redis_server.url, archive=True)], tmp_path) as daemon:
+            wait_for(lambda: sample(daemon.metrics(), "retain_archive_up") == 1, "retain_archive_up 1",
+                     child=daemon.process)
+            shutil.rmtree(tmp_path / "archive")
+            (tmp_path / "archive").write_text("not a directory")
+            wait_for(lambda: sample(daemon.metrics(), "retain_archive_up") == 0, "retain_archive_up 0",
+                     child=daemon.process)
+            assert sample(daemon.metrics(), "retain_redis_up") == 1
+
     def test_the_metrics_every_exporter_has(self, tmp_path, redis_server):
         """process_* (CPU, RSS, open fds, start time) and retain_build_info with the versions that run."""
         import platform

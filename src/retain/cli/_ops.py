@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from retain._redis import translate_errors
 from retain.beats import Beat
 from retain.clock import utc_now
-from retain.errors import RetainError
+from retain.errors import ArchiveError, RetainError
 from retain.logs import LOG_FORMATS
 from retain.ops import (DashboardPage, Health, LogdPanel, OpsServer, Readiness, ReplicaPanel, Samples, StreamRow,
                         beat_check)
@@ -152,9 +152,12 @@ class StreamsOps:
             return None if self._report is None else self._report.at.timestamp()
 
     def _read_status(self) -> bool:
-        self.metrics.observe_reachable(self._answers(self._redis_reachable),
-                                       self._answers(self._archive_reachable) if self.archive is not None else None)
+        redis_up = self._answers(self._redis_reachable)
         statuses = stream_status(self.conn, self._policy(), now=self.clock(), archive=self.archive)
+        # The archive's probe is the status read itself (W of every archived stream): no second round of reads
+        # against a store that may be remote.
+        archive_up = not any(isinstance(status.error, ArchiveError) for status in statuses)
+        self.metrics.observe_reachable(redis_up, archive_up if self.archive is not None else None)
         self.metrics.observe_status(statuses)
         for status in statuses:
             if status.error is None:
