@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -10,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from retain.cli import main
+from tests.helpers.command import retain_env
 
 
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()):
@@ -111,6 +115,173 @@ class TestStreamsTrim:
         result = self.invoke(redis_server, "g", "s", "--maxlen", "1")
         assert result.exit_code == 1
         assert "WRONGTYPE" in result.output
+
+
+FEED = "emq:{game}:stream:feed"
+
+
+def fed(conn, key: str = FEED, count: int = 30) -> None:
+    """``count`` entries at known ids (1 s apart from 2026-09-11T20:26:40Z), a group that read 5 of them."""
+    for index in range(count):
+        conn.xadd(key, {"i": str(index)}, id=f"{1_789_000_000_000 + 1000 * index}-0")
+    conn.xgroup_create(key, "billing", id="0")
+    conn.xreadgroup("billing", "worker", {key: ">"}, count=5)
+
+
+def policy_file(tmp_path: Path, url: str) -> str:
+    path = tmp_path / "retain.toml"
+    path.write_text(f'url = "{url}"\narchive = "file://{tmp_path / "archive"}"\n'
+                    '[[stream]]\nkey = "legacy:feed"\nmaxlen = 5\narchive = true\n'
+                    '[[stream]]\npattern = "emq:{*}:stream:*"\nmaxlen = 10\n')
+    return str(path)
+
+
+class TestStreamsLs:
+    def test_lists_streams_only_with_their_figures(self, redis_server, redis_conn):
+        """Every stream matching the glob with its length and groups; a key of another type is never listed."""
+        fed(redis_conn)
+        redis_conn.xadd("legacy:feed", {"a": "1"})
+        redis_conn.set("emq:{game}:stream:text", "not a stream")
+        result = CliRunner().invoke(main, ["streams", "ls", "--url", redis_server.url])
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert lines[0].split() == ["KEY", "LENGTH", "OLDEST", "NEWEST", "MEMORY", "GROUPS", "WINDOW"]
+        assert [line.split()[:2] for line in lines[1:]] == [[FEED, "30"], ["legacy:feed", "1"]]
+        narrowed = CliRunner().invoke(main, ["streams", "ls", "legacy:*", "--url", redis_server.url])
+        assert [line.split()[0] for line in narrowed.output.splitlines()[1:]] == ["legacy:feed"]
+
+    def test_json_with_the_policy_window(self, tmp_path, redis_server, redis_conn):
+        """--json is one list; with --policy each stream carries the window that applies and where it comes from
+        (the policy's url is used)."""
+        fed(redis_conn)
+        redis_conn.xadd("legacy:feed", {"a": "1"})
+        result = CliRunner().invoke(main, ["streams", "ls", "--json", "--policy",
+                                           policy_file(tmp_path, redis_server.url)],
+                                    env={"RETAIN_REDIS_URL": "redis://127.0.0.1:1/0"})
+        assert result.exit_code == 0, result.output
+        rows = {row["key"]: row for row in json.loads(result.output)}
+        assert (rows[FEED]["window"], rows[FEED]["policy"]) == ("MAXLEN ~ 10", "emq:{*}:stream:*")
+        assert (rows["legacy:feed"]["window"], rows["legacy:feed"]["policy"]) == ("MAXLEN ~ 5", "entry")
+        assert rows["legacy:feed"]["archived"] is True and rows["legacy:feed"]["fold_lag"] == 0
+
+
+    def test_on_a_cluster_every_masters_streams(self, redis_cluster):
+        """--cluster: the streams of every master are listed, and info reads one from the node that holds it."""
+        conn = redis_cluster.client()
+        keys = [f"emq:{{{queue}}}:stream:ls" for queue in ("a", "b", "c", "d", "e")]
+        for key in keys:
+            conn.xadd(key, {"x": "1"})
+        try:
+            listed = CliRunner().invoke(main, ["streams", "ls", "emq:*:stream:ls", "--cluster", "--url",
+                                               redis_cluster.url])
+            assert listed.exit_code == 0, listed.output
+            assert [line.split()[0] for line in listed.output.splitlines()[1:]] == keys
+            shown = CliRunner().invoke(main, ["streams", "info", "c", "ls", "--cluster", "--url", redis_cluster.url])
+            assert shown.exit_code == 0 and "  length    1" in shown.output, shown.output
+        finally:
+            conn.delete(*keys)
+            conn.close()
+
+
+class TestStreamsInfo:
+    def test_one_stream_with_its_groups(self, redis_server, redis_conn):
+        """QUEUE NAME: length, first and last id with their age, memory, each group's pending and lag."""
+        fed(redis_conn)
+        result = CliRunner().invoke(main, ["streams", "info", "game", "feed", "--url", redis_server.url])
+        assert result.exit_code == 0, result.output
+        assert result.output.splitlines()[:2] == [FEED, "  length    30"]
+        assert "  first     1789000000000-0  (" in result.output and "  last      1789000029000-0  (" in result.output
+        assert re.search(r"  memory    [\d.]+ KiB", result.output)
+        lag = "lag 25" if int(redis_conn.info("server")["redis_version"].split(".")[0]) >= 7 else "lag unknown"
+        assert f"  group billing: 1 consumers, 5 pending, {lag}, last delivered 1789000004000-0" in result.output
+
+    def test_json_with_an_archived_entry(self, tmp_path, redis_server, redis_conn):
+        """A literal key under --policy: its window from its own entry, W and the fold lag of the archive."""
+        for index in range(8):
+            redis_conn.xadd("legacy:feed", {"i": str(index)}, id=f"{1000 + index}-0")
+        result = CliRunner().invoke(main, ["streams", "info", "legacy:feed", "--json", "--url", redis_server.url,
+                                           "--policy", policy_file(tmp_path, redis_server.url)])
+        assert result.exit_code == 0, result.output
+        shown = json.loads(result.output)
+        assert (shown["length"], shown["first"], shown["last"]) == (8, "1000-0", "1007-0")
+        assert shown["first_age_s"] > 0 and shown["memory_bytes"] > 0 and shown["groups"] == []
+        assert (shown["window"], shown["policy"], shown["archived"]) == ("MAXLEN ~ 5", "entry", True)
+        assert (shown["watermark"], shown["fold_lag"]) == (None, 3)
+
+    def test_no_stream_is_one_line(self, redis_server, redis_conn):
+        """A missing key or a key of another type: one line naming it, exit 1."""
+        redis_conn.set("text", "x")
+        missing = CliRunner().invoke(main, ["streams", "info", "nope", "--url", redis_server.url])
+        assert (missing.exit_code, missing.output) == (1, "Error: no stream at 'nope': the key does not exist\n")
+        other = CliRunner().invoke(main, ["streams", "info", "text", "--url", redis_server.url])
+        assert (other.exit_code, other.output) == (1, "Error: 'text' holds a string, not a stream\n")
+
+
+class TestStreamsTrimDryRun:
+    def test_says_what_it_would_remove_and_removes_nothing(self, redis_server, redis_conn):
+        """--dry-run prints the length, what the window keeps and what the trim would remove; the stream is
+        untouched."""
+        fed(redis_conn)
+        result = CliRunner().invoke(main, ["streams", "trim", "game", "feed", "--maxlen", "10", "--exact",
+                                           "--dry-run", "--url", redis_server.url])
+        assert result.exit_code == 0, result.output
+        assert "nothing is trimmed" in result.output
+        assert f"{FEED}  MAXLEN = 10  length 30  keeps 10  a trim now removes 20" in result.output
+        assert redis_conn.xlen(FEED) == 30
+
+
+class TestPolicyCheck:
+    def test_a_good_file(self, tmp_path):
+        """A good file: exit 0 and one line; nothing is reached (its url names a closed port)."""
+        path = tmp_path / "retain.toml"
+        path.write_text('url = "redis://127.0.0.1:1/0"\n[[stream]]\nqueue = "q"\nname = "s"\nmaxlen = 10\n')
+        result = CliRunner().invoke(main, ["policy", "check", str(path)])
+        assert (result.exit_code, result.output) == (0, f"{path}: the policy is good\n")
+
+    def test_every_problem_is_listed(self, tmp_path):
+        """Each bad field of each entry and of the top level is listed, then the count; exit 1."""
+        path = tmp_path / "retain.toml"
+        path.write_text('tick = "0s"\ncolour = 1\n'
+                        '[[stream]]\nqueue = "q"\nname = "a b"\nmaxlen = 1\n'
+                        '[[stream]]\nqueue = "q"\nname = "s"\nmax_len = 3\n'
+                        '[[stream]]\npattern = "emq:*"\nmax_age = "7x"\n')
+        result = CliRunner().invoke(main, ["policy", "check", str(path)])
+        assert result.exit_code == 1
+        lines = result.output.splitlines()
+        assert len(lines) == 6 and lines[-1] == f"{path}: 5 problems"
+        assert "unknown field 'colour'" in lines[0] and "field 'tick'" in lines[1]
+        assert "[[stream]] #1" in lines[2] and "[[stream]] #2" in lines[3] and "unknown field 'max_len'" in lines[3]
+        assert "[[stream]] #3" in lines[4] and "field 'max_age'" in lines[4]
+
+    def test_what_holds_across_entries(self, tmp_path):
+        """A stream declared twice is found once each entry is good on its own."""
+        path = tmp_path / "retain.toml"
+        path.write_text('[[stream]]\nqueue = "q"\nname = "s"\nmaxlen = 1\n' * 2)
+        result = CliRunner().invoke(main, ["policy", "check", str(path)])
+        assert result.exit_code == 1 and "repeats the stream of [[stream]] #1" in result.output
+
+
+class TestCompletion:
+    @pytest.mark.parametrize(("shell", "line"), [
+        ("bash", "complete -o nosort -F _retain_completion retain"), ("zsh", "#compdef retain"),
+        ("fish", "complete --no-files --command retain")])
+    def test_the_script_is_produced(self, tmp_path, shell, line):
+        """_RETAIN_COMPLETE=<shell>_source retain prints the completion script the README has each shell load."""
+        ran = subprocess.run(["retain"], env={**retain_env(tmp_path), "_RETAIN_COMPLETE": f"{shell}_source"},
+                             capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 0, ran.stderr
+        assert line in ran.stdout
+
+    def test_bash_completes_commands_as_the_readme_loads_it(self, tmp_path):
+        """The README's bash line, then TAB after `retain streams i`: bash is offered info."""
+        readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+        load = next(line.split("  #")[0] for line in readme.splitlines() if "bash_source" in line)
+        script = (f"{load}\nCOMP_WORDS=(retain streams i); COMP_CWORD=2\n_retain_completion retain\n"
+                  'printf "%s\\n" "${COMPREPLY[@]}"\n')
+        ran = subprocess.run(["bash", "-euc", script], env=retain_env(tmp_path), capture_output=True, text=True,
+                             timeout=60)
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.split() == ["info"]
 
 
 class TestDemo:

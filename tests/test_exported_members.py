@@ -61,20 +61,23 @@ def test_all_names_only_what_exists(name):
 
 
 def test_streams():
-    """retain.streams exports the key layout and the trim verb, nothing else."""
+    """retain.streams exports the key layout, the trim verb and what a stream holds now, nothing else."""
     assert sorted(retain.streams.__all__) == sorted([
-        "DEFAULT_PREFIX", "RawKey", "Stream", "StreamRef", "atrim", "key_of", "stream_key", "trim", "xtrim_command",
+        "DEFAULT_PREFIX", "GroupInfo", "RawKey", "Stream", "StreamInfo", "StreamRef", "atrim", "key_of",
+        "list_streams", "stream_info", "stream_key", "trim", "xtrim_command",
     ])
 
 
 def test_retention():
     """retain.retention exports the policy (and its file), the retention driver and how replicas share it, the
-    dry run and the metrics, and the daemon as a library call (run, run_once, dry_run of a DaemonConfig)."""
+    dry run, a stream inspected under a policy, the file's check and the metrics, and the daemon as a library call
+    (run, run_once, dry_run of a DaemonConfig)."""
     assert sorted(retain.retention.__all__) == sorted([
         "ArchiveSettings", "AsyncRetentionDriver", "DriverMetrics", "Policy", "PolicyEntry", "PolicyFile",
-        "ReplicaBeat", "Replicas", "RetentionDriver", "StreamPolicy", "StreamPreview", "StreamStatus", "SweepReport", "TrimCall", "beat_delay",
-        "decide", "load_policy", "parse_policy", "preview", "stream_status",
-        "DaemonConfig", "daemon", "dry_run", "run", "run_once",
+        "ReplicaBeat", "Replicas", "RetentionDriver", "StreamPolicy", "StreamPreview", "StreamReport",
+        "StreamStatus", "SweepReport", "TrimCall",
+        "applying_entry", "beat_delay", "check_policy", "decide", "inspect_stream", "load_policy", "parse_policy",
+        "preview", "stream_status", "DaemonConfig", "daemon", "dry_run", "run", "run_once",
     ])
 
 

@@ -64,6 +64,39 @@ class TestTour:
         assert code == 0
 
 
+class TestMarkedBlocks:
+    def test_the_readme_runs_as_written(self, tmp_path, redis_server, redis_conn):
+        """Every block the README marks runs in order, in an empty directory, against a real Redis and a real logd:
+        the tour's Python and shell, the driver on its beat, retain.toml and the commands on it, the archive in a
+        directory of its own, logd's Python, expire.yaml and retain-jobs.toml sent to a logd (issue 26, defect 9:
+        run_the_app() was undefined, retain.toml and retain-jobs.toml never shown, the archive needed root)."""
+        from tests.helpers.command import retain_env
+        from tests.helpers.docs import marked_blocks, run_blocks
+        from tests.helpers.waiting import wait_for
+
+        blocks = marked_blocks(README)
+        assert {block.name for block in blocks if block.kind == "file"} == {"retain.toml", "expire.yaml",
+                                                                          "retain-jobs.toml"}
+        assert "run_the_app" not in README.read_text() and "/var/lib/retain/archive\")" not in README.read_text()
+        work = tmp_path / "work"
+        work.mkdir()
+        port = free_port()
+        env = {**retain_env(tmp_path / "bin"), "RETAIN_REDIS_URL": redis_server.url,
+               "RETAIN_LOGD": f"127.0.0.1:{port}"}
+        logd = subprocess.Popen(["retain", "logd", "serve", "--db", str(tmp_path / "served.sqlite3"), "--listen",
+                                 f"127.0.0.1:{port}"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: _accepts(f"127.0.0.1:{port}"), "logd to listen", child=logd)
+            printed = "".join(run_blocks(blocks, work, env, redis_server.url))
+        finally:
+            logd.send_signal(signal.SIGTERM)
+            assert logd.wait(timeout=30) == 0
+        assert "retain.toml: the policy is good" in printed and "beat at " in printed
+        assert "emq:{codemojex}:stream:activity" in printed and "MAXLEN ~ 10000" in printed
+        assert (work / "retain-archive").is_dir() and "deleted: 0" in printed
+
+
 class TestPath:
     def test_readme_says_where_retain_is(self):
         """After the two commands the README says, in one line, how to put .venv/bin on PATH."""

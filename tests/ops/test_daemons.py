@@ -61,6 +61,7 @@ class TestStreamsRun:
             assert sample(metrics, "retain_last_beat_timestamp_seconds") is not None
             assert "retain_beat_duration_seconds_bucket" in metrics
             status, page = daemon.get("/")
+            assert sample(metrics, "retain_redis_up") == 1 and sample(metrics, "retain_archive_up") == 1
             assert status == 200
             assert f'data-stream="{FEED}" data-length="120"' in page
             assert f'data-stream="{ROUNDS}" data-length="7"' in page
@@ -68,6 +69,19 @@ class TestStreamsRun:
         assert {"time", "level", "logger", "event"} <= set(lines[0])
         beats = [line for line in lines if line["event"].startswith("beat at ")]
         assert beats and beats[0]["removed"] == 0 and "trims" in beats[0]
+
+    def test_pattern_streams_get_gauges_and_a_row_at_the_first_beat(self, tmp_path, redis_server, redis_conn):
+        """A pattern's streams get their window and oldest-age gauges and a dashboard row with figures as soon as
+        the first beat has matched them, not at the next status read (30 s later here: tick 30 s)."""
+        append(redis_conn, FEED, 12)
+        path = tmp_path / "retain.toml"
+        path.write_text(f'url = "{redis_server.url}"\ntick = "30s"\n'
+                        '[[stream]]\npattern = "emq:{game}:stream:*"\nmaxlen = 1000\n')
+        with running(["streams", "run", str(path)], tmp_path) as daemon:
+            wait_for(lambda: sample(daemon.metrics(), "retain_stream_window_entries", stream=FEED) == 1000,
+                     "the pattern stream's window gauge", timeout=15, child=daemon.process)
+            assert sample(daemon.metrics(), "retain_stream_oldest_entry_age_seconds", stream=FEED) is not None
+            assert f'data-stream="{FEED}" data-length="12"' in daemon.get("/")[1]
 
     def test_a_replica_says_which_shards_it_holds(self, tmp_path, redis_server, redis_conn):
         """With replicas (on by default): /readyz names the replica and its shards, /metrics counts them, the
@@ -102,6 +116,39 @@ class TestStreamsRun:
                 status, answer = daemon.json("/readyz")
                 assert answer["ready"] is False and "redis" in answer["reasons"]
                 assert daemon.get("/healthz")[0] == 200
+                wait_for(lambda: sample(daemon.metrics(), "retain_redis_up") == 0, "retain_redis_up 0",
+                         child=daemon.process)
+                assert sample(daemon.metrics(), "retain_archive_up") is None  # no archive, no archive_up series
+
+    def test_archive_up_follows_the_archive(self, tmp_path, redis_server, redis_conn):
+        """retain_archive_up is 1 while the archive answers, 0 once reading W from it fails (its directory replaced
+        by a file), while retain_redis_up stays 1."""
+        import shutil
+
+        append(redis_conn, ROUNDS, 3)
+        with running(["streams", "run", policy(tmp_path, redis_server.url, archive=True)], tmp_path) as daemon:
+            wait_for(lambda: sample(daemon.metrics(), "retain_archive_up") == 1, "retain_archive_up 1",
+                     child=daemon.process)
+            shutil.rmtree(tmp_path / "archive")
+            (tmp_path / "archive").write_text("not a directory")
+            wait_for(lambda: sample(daemon.metrics(), "retain_archive_up") == 0, "retain_archive_up 0",
+                     child=daemon.process)
+            assert sample(daemon.metrics(), "retain_redis_up") == 1
+
+    def test_the_metrics_every_exporter_has(self, tmp_path, redis_server):
+        """process_* (CPU, RSS, open fds, start time) and retain_build_info with the versions that run."""
+        import platform
+        from importlib import metadata
+
+        import retain
+
+        with running(["streams", "run", policy(tmp_path, redis_server.url)], tmp_path) as daemon:
+            metrics = daemon.metrics()
+        for name in ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+                     "process_start_time_seconds"):
+            assert (sample(metrics, name) or 0) > 0, name
+        assert sample(metrics, "retain_build_info", version=retain.__version__, python=platform.python_version(),
+                      redis_py=metadata.version("redis"), deltalake=metadata.version("deltalake")) == 1
 
     def test_metrics_port_is_an_alias(self, tmp_path, redis_server):
         """--http and --metrics-port together are refused: they name one address."""
@@ -143,6 +190,8 @@ class TestLogdServe:
             assert sample(metrics, "retain_logd_retain_skipped_total") == 0
             assert sample(metrics, "retain_logd_retain_unreadable_total") == 0
             assert (sample(metrics, "retain_logd_store_size_bytes") or 0) > 0
+            assert (sample(metrics, "process_resident_memory_bytes") or 0) > 0  # as every exporter
+            assert "retain_build_info{" in metrics
             status, page = daemon.get("/")
             assert status == 200 and 'data-head="2"' in page and "deleted 1" in page
             db.unlink()

@@ -326,3 +326,33 @@ class TestNeverWorks:
         with pytest.raises(InvalidPolicy) as refused:
             parse_policy('url = "http://:hunter2@127.0.0.1:7000/0"\n' + ONE)
         assert "hunter2" not in str(refused.value) and "http://:***@127.0.0.1:7000/0" in str(refused.value)
+
+
+class TestCheckPolicy:
+    def test_a_good_file_has_no_problems(self):
+        """check_policy of a good file is empty."""
+        from retain.retention import check_policy
+
+        assert check_policy('[[stream]]\nqueue = "q"\nname = "s"\nmaxlen = 10\n', "p.toml") == ()
+
+    def test_one_bad_entry_does_not_hide_the_next(self):
+        """Two bad entries and a bad top-level field: three problems, in file order, each worded as the loader."""
+        from retain.retention import check_policy, parse_policy
+        from retain.errors import InvalidPolicy
+
+        text = ('cluster = "yes"\n[[stream]]\nqueue = "q"\nname = "s"\nmaxlen = -1\n'
+                '[[stream]]\nkey = "k"\nmax_len = 3\n')
+        problems = check_policy(text, "p.toml")
+        assert len(problems) == 3 and "field 'cluster'" in problems[0]
+        assert problems[1].startswith("p.toml: [[stream]] #1") and problems[2].startswith("p.toml: [[stream]] #2")
+        with pytest.raises(InvalidPolicy) as refused:
+            parse_policy(text, "p.toml")
+        assert str(refused.value) in problems
+
+    def test_cross_entry_problems_once_the_entries_are_good(self):
+        """archive = true without an archive is found once each entry is good on its own; so is TOML that does
+        not parse, alone."""
+        from retain.retention import check_policy
+
+        assert "needs an archive" in check_policy('[[stream]]\nkey = "k"\nmaxlen = 1\narchive = true\n')[0]
+        assert check_policy("x = [")[0].startswith("<string>: not valid TOML")

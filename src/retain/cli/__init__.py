@@ -18,6 +18,7 @@ from retain.cli.archive import archive
 from retain.cli.demo import demo
 from retain.cli.docd import docd
 from retain.cli.logd import logd
+from retain.cli.policy import policy
 from retain.cli.server import server
 from retain.cli.streams import streams
 
@@ -34,12 +35,14 @@ def main() -> None:
         retain demo
         retain server redis --port 6390
         retain streams trim codemojex activity --maxlen 10000
+        retain policy check retain.toml
         retain logd serve --db logd.sqlite3
     """
 
 
 main.add_command(demo)
 main.add_command(streams)
+main.add_command(policy)
 main.add_command(logd)
 main.add_command(archive)
 main.add_command(docd)

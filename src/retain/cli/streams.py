@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from datetime import datetime
+from typing import Any
 
 import click
 
@@ -15,6 +17,8 @@ from retain.cli._ops import http_address, http_option, log_format_option, ops_to
 from retain.retention import PolicyFile, StreamPreview, SweepReport, daemon, load_policy
 from retain.retention.daemon import DaemonConfig
 from retain.streams import RawKey, StreamRef, trim
+from retain.retention import StreamPolicy, inspect_stream, preview
+from retain.streams import list_streams
 from retain.streams.keys import DEFAULT_PREFIX
 from retain.windows import MaxAge, MaxLen, MinId
 
@@ -27,6 +31,8 @@ def streams() -> None:
 
     \b
     Example:
+        retain streams ls --policy retain.toml
+        retain streams info codemojex activity
         retain streams trim codemojex activity --maxlen 10000
         retain streams run retain.toml
     """
@@ -43,9 +49,11 @@ def streams() -> None:
 @click.option("--limit", type=click.IntRange(0), default=0, show_default=True,
               help="Most entries one ~ trim removes (LIMIT n); 0: no cap, every whole node outside the window.")
 @click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="Key prefix of the layout.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the stream's length, what the window keeps and what the trim would remove now; trim nothing.")
 @redis_url_option
 def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxlen: int | None,
-                 max_age: str | None, min_id: str | None, exact: bool, limit: int, prefix: str,
+                 max_age: str | None, min_id: str | None, exact: bool, limit: int, prefix: str, dry_run: bool,
                  target: RedisTarget) -> None:
     """Trim one stream to a window with a single XTRIM; print what it removed and the length left.
 
@@ -55,7 +63,9 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
     window; --exact removes precisely to its edge. A ~ trim removes every whole
     node outside the window (LIMIT 0), as the retention driver does: without
     it the server caps one XTRIM at 100 nodes (10,000 entries by default);
-    --limit N sets a cap of your own.
+    --limit N sets a cap of your own. --dry-run reads, never writes: it
+    prints what the trim would remove now (a range for ~, which removes whole
+    nodes only; without a --limit cap), as `retain streams run --dry-run` does.
 
     \b
     Example:
@@ -63,6 +73,7 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
         retain streams trim codemojex activity --max-age 7d --exact
         retain streams trim --key legacy:feed --min-id 2026-09-12T08:00:00Z
         retain streams trim codemojex activity --maxlen 10000 --limit 5000
+        retain streams trim codemojex activity --max-age 7d --dry-run
         retain streams trim codemojex activity --maxlen 10000 --cluster --url redis://10.0.0.5:7000/0
         retain streams trim codemojex activity --maxlen 10000 --url rediss://ops:PASSWORD@redis:6380/0 --tls-ca ca.pem
     """
@@ -80,12 +91,147 @@ def trim_command(queue: str | None, name: str | None, raw_key: str | None, maxle
         window = MaxAge(max_age, approx)
     else:
         window = MinId(parse_instant(min_id, "--min-id"), approx)  # type: ignore[arg-type]
+    if dry_run:
+        with connect(target) as conn:
+            row, = preview(conn, [StreamPolicy(stream, window)], now=now)
+        click.echo(f"dry run at {now.isoformat(timespec='seconds')}: nothing is trimmed")
+        click.echo(row.describe())
+        if row.error is not None:
+            sys.exit(1)
+        return
     with connect(target) as conn:
         removed = trim(conn, stream, window, now=now, limit=limit)
         with translate_errors(stream.key):
             left = int(conn.xlen(stream.key))
     shown = window.resolve(now) if isinstance(window, MaxAge) else window
     click.echo(f"removed {removed} entries from {stream.key} ({shown.describe()}); {left} left")
+
+
+def policy_option(function: Any) -> Any:
+    return click.option("--policy", "policy_path", metavar="FILE", type=click.Path(dir_okay=False),
+                        help="A policy file (docs/policy.md): show the window that applies to each stream and, for "
+                             "an archived one, W and the fold lag; its url is used unless --url is given.")(function)
+
+
+def json_option(function: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of text.")(function)
+
+
+@streams.command("ls")
+@click.argument("pattern", default="*")
+@policy_option
+@json_option
+@redis_url_option
+def ls_command(pattern: str, policy_path: str | None, as_json: bool, target: RedisTarget) -> None:
+    """List the streams whose key matches PATTERN (a glob, default *): length, oldest and newest entry's age,
+    memory, consumer groups and, with --policy, the window that applies.
+
+    Keys are found with SCAN MATCH PATTERN TYPE stream (every master of a
+    cluster): a key of another type is never listed. Reads only.
+
+    \b
+    Example:
+        retain streams ls
+        retain streams ls 'emq:{codemojex}:*' --policy retain.toml
+        retain streams ls --json | jq '.[] | select(.length > 10000) | .key'
+    """
+    policy_file = load_policy(policy_path) if policy_path else None
+    archive = policy_file.open_archive() if policy_file is not None else None
+    now = utc_now()
+    with connect(_target(target, policy_file)) as conn:
+        reports = [inspect_stream(conn, key, now=now, policy=policy_file.policy if policy_file else None,
+                                  archive=archive) for key in list_streams(conn, pattern)]
+    if as_json:
+        click.echo(json.dumps([report.as_dict() for report in reports], indent=2))
+        return
+    if not reports:
+        click.echo(f"no stream matches {pattern}")
+        return
+    rows = [("KEY", "LENGTH", "OLDEST", "NEWEST", "MEMORY", "GROUPS", "WINDOW")]
+    rows += [(report.info.key, str(report.info.length), _ago(report.info.first_age_s), _ago(report.info.last_age_s),
+              _bytes(report.info.memory), str(len(report.info.groups)),
+              report.window.describe() if report.window is not None else "-") for report in reports]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+@streams.command("info")
+@click.argument("key_or_queue", metavar="KEY|QUEUE")
+@click.argument("name", required=False)
+@click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="Key prefix of the layout (QUEUE NAME).")
+@policy_option
+@json_option
+@redis_url_option
+def info_command(key_or_queue: str, name: str | None, prefix: str, policy_path: str | None, as_json: bool,
+                 target: RedisTarget) -> None:
+    """Show one stream: length, first and last id and their age, memory, each consumer group's pending entries
+    and lag and, with --policy, the window that applies and, if archived, W and the fold lag.
+
+    One argument is a literal key; two are QUEUE NAME (the stream
+    emq:{QUEUE}:stream:NAME). A group's lag is what it has not been delivered
+    yet (unknown on Redis 6.2 or after an XDEL); pending is what it was
+    delivered and has not acknowledged. Reads only.
+
+    \b
+    Example:
+        retain streams info codemojex activity
+        retain streams info legacy:feed --policy retain.toml
+        retain streams info codemojex activity --json
+    """
+    stream = StreamRef(key_or_queue, name, prefix) if name is not None else RawKey(key_or_queue)
+    policy_file = load_policy(policy_path) if policy_path else None
+    archive = policy_file.open_archive() if policy_file is not None else None
+    with connect(_target(target, policy_file)) as conn:
+        report = inspect_stream(conn, stream.key, now=utc_now(), policy=policy_file.policy if policy_file else None,
+                                archive=archive)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    info = report.info
+    click.echo(info.key)
+    click.echo(f"  length    {info.length}")
+    click.echo(f"  first     {info.first or '-'}  ({_ago(info.first_age_s)} ago)" if info.first else "  first     -")
+    click.echo(f"  last      {info.last}  ({_ago(info.last_age_s)} ago)" if info.last else "  last      -")
+    click.echo(f"  memory    {_bytes(info.memory)}")
+    if policy_file is not None:
+        where = "" if report.source is None else \
+            (" (its [[stream]] entry)" if report.source == "entry" else f" (pattern {report.source})")
+        click.echo(f"  window    {report.window.describe() if report.window is not None else 'none'}{where}")
+    if report.archived:
+        lag = "unknown" if report.fold_lag is None else report.fold_lag
+        click.echo(f"  archived  W {report.watermark or 'none'}, fold lag {lag}")
+    for group in info.groups:
+        lag = "unknown" if group.lag is None else group.lag
+        click.echo(f"  group {group.name}: {group.consumers} consumers, {group.pending} pending, lag {lag}, "
+                   f"last delivered {group.last_delivered}")
+
+
+def _target(target: RedisTarget, policy_file: PolicyFile | None) -> RedisTarget:
+    """Where ls and info connect: --url if given, else the policy file's url, else $RETAIN_REDIS_URL (as run)."""
+    given = click.get_current_context().get_parameter_source("url") == click.core.ParameterSource.COMMANDLINE
+    if policy_file is None or policy_file.url is None or given:
+        return target
+    return RedisTarget(policy_file.url, target.cluster or policy_file.cluster, target.tls)
+
+
+def _ago(seconds: float | None) -> str:
+    """An age as people read it: 45s, 12m, 3.5h, 9.0d; - for none."""
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _bytes(count: int | None) -> str:
+    if count is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} B"
 
 
 @streams.command("run")

@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Route
 
 from retain.ops.dashboard import DashboardPage, render_dashboard
 from retain.ops.health import Health
+from retain.ops.process import standard_metrics
 from retain.errors import Forbidden, Unauthenticated
 from retain.wire import HostPort, HttpServer, ThreadedServer, Tokens
 
@@ -57,7 +58,9 @@ def _guarded(endpoint: Endpoint, tokens: Tokens | None, what: str) -> Endpoint:
 def ops_routes(health: Health, registry: CollectorRegistry,
                dashboard: Callable[[], DashboardPage] | None = None, tokens: Tokens | None = None) -> list[BaseRoute]:
     """``GET /healthz``, ``/readyz``, ``/metrics`` and, given a snapshot function, ``/`` (the dashboard); with
-    ``tokens``, the last two need a bearer token that may ``read``."""
+    ``tokens``, the last two need a bearer token that may ``read``. ``registry`` gets the metrics every
+    exporter has (:func:`~retain.ops.process.standard_metrics`)."""
+    standard_metrics(registry)
 
     async def healthz(request: Request) -> Response:
         return Response(json.dumps({"alive": True}), 200, media_type="application/json")

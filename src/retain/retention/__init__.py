@@ -5,7 +5,8 @@ decision (:mod:`~retain.retention.policy`), the TOML policy file the daemon runs
 (:mod:`~retain.retention.policyfile`), the driver and its sync and asyncio
 runners (:mod:`~retain.retention.driver`), a dry run of one beat
 (:mod:`~retain.retention.dryrun`), what an operator watches of each stream
-(:mod:`~retain.retention.status`) and the driver's Prometheus metrics
+(:mod:`~retain.retention.status`), one stream inspected under a policy
+(:mod:`~retain.retention.inspect`), the driver's Prometheus metrics
 (:mod:`~retain.retention.metrics`), and the daemon assembled from a policy file
 (:mod:`~retain.retention.daemon`: ``run(DaemonConfig(load_policy("retain.toml")))`` is
 ``retain streams run retain.toml``).
@@ -27,10 +28,11 @@ from retain.retention.daemon import DaemonConfig, dry_run, run, run_once
 from retain.retention.driver import AsyncRetentionDriver, RetentionDriver
 from retain.retention.report import ReplicaBeat, SweepReport
 from retain.retention.dryrun import StreamPreview, preview
+from retain.retention.inspect import StreamReport, applying_entry, inspect_stream
 from retain.retention.leases import Replicas
 from retain.retention.metrics import DriverMetrics
 from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, decide
-from retain.retention.policyfile import ArchiveSettings, PolicyFile, load_policy, parse_policy
+from retain.retention.policyfile import ArchiveSettings, PolicyFile, check_policy, load_policy, parse_policy
 from retain.retention.status import StreamStatus, stream_status
 
 __all__ = [
@@ -46,13 +48,17 @@ __all__ = [
     "RetentionDriver",
     "StreamPolicy",
     "StreamPreview",
+    "StreamReport",
     "StreamStatus",
     "SweepReport",
     "TrimCall",
+    "applying_entry",
     "beat_delay",
     "daemon",
+    "check_policy",
     "decide",
     "dry_run",
+    "inspect_stream",
     "load_policy",
     "parse_policy",
     "preview",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from retain._redis import RedisLike, translate_errors
 from retain.beats import Beat
 from retain.clock import utc_now
+from retain.errors import ArchiveError, RetainError
 from retain.ops import DashboardPage, Health, OpsServer, ReplicaPanel, Samples, StreamRow, beat_check
 from retain.retention.metrics import DriverMetrics
 from retain.retention.status import StreamStatus, stream_status
@@ -81,6 +82,11 @@ class StreamsOps:
         self.metrics.observe(report)
         with self._lock:
             self._report = report
+            read = {status.key for status in self._statuses}
+        # A rescan (the first beat's included) changes the streams: read their status now rather than at the
+        # next status tick, or a pattern's streams go up to STATUS_INTERVAL without gauges or a dashboard row.
+        if {entry.key for entry in self._policy().entries} != read:
+            self.monitor.poke()
 
     def services(self, address: tuple[str, int], tokens: Tokens | None = None) -> list[Any]:
         """The HTTP server first (a port in use stops the start before anything runs), then the monitor."""
@@ -91,7 +97,12 @@ class StreamsOps:
             return None if self._report is None else self._report.at.timestamp()
 
     def _read_status(self) -> bool:
+        redis_up = self._answers(self._redis_reachable)
         statuses = stream_status(self.conn, self._policy(), now=self.clock(), archive=self.archive)
+        # The archive's probe is the status read itself (W of every archived stream): no second round of reads
+        # against a store that may be remote.
+        archive_up = not any(isinstance(status.error, ArchiveError) for status in statuses)
+        self.metrics.observe_reachable(redis_up, archive_up if self.archive is not None else None)
         self.metrics.observe_status(statuses)
         for status in statuses:
             if status.error is None:
@@ -99,6 +110,14 @@ class StreamsOps:
         with self._lock:
             self._statuses = statuses
         return False
+
+    @staticmethod
+    def _answers(check: Callable[[], str | None]) -> bool:
+        """True when a reachability check passes: ``retain_redis_up`` and ``retain_archive_up``."""
+        try:
+            return check() is None
+        except RetainError:
+            return False
 
     def _redis_reachable(self) -> str | None:
         with translate_errors():

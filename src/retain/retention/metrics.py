@@ -22,9 +22,12 @@
 | ``retain_lease_takeovers_total`` | counter: shards taken over from a replica that stopped renewing them | |
 | ``retain_lease_renew_failures_total`` | counter: lease renewals that did not go through (lost, or failed) | |
 | ``retain_fold_races_lost_total`` | counter: folds that found another folder had committed W first | |
+| ``retain_redis_up`` | gauge: 1 when Redis answered the last probe, else 0 | |
+| ``retain_archive_up`` | gauge: 1 when the archive answered the last probe, else 0 (a policy with an archive) | |
 
 The gauges after ``retain_stream_failures_total`` come from :meth:`DriverMetrics.observe_status`,
-fed by the daemon's ops monitor (:func:`~retain.retention.status.stream_status`).
+fed by the daemon's ops monitor (:func:`~retain.retention.status.stream_status`); ``retain_redis_up``
+and ``retain_archive_up`` from :meth:`DriverMetrics.observe_reachable`, fed by the same monitor.
 
 A failure is counted once: as a fold failure when an archived stream's fold
 failed (so it was not trimmed), else as a trim failure.
@@ -107,6 +110,10 @@ class DriverMetrics:
                                   registry=self.registry)
         self.last_beat = Gauge("retain_last_beat_timestamp_seconds", "Clock instant of the last completed beat.",
                                registry=self.registry)
+        self.redis_up = Gauge("retain_redis_up", "1 when Redis answered the last probe, else 0.",
+                              registry=self.registry)
+        #: made at the first probe of an archive: a policy without one exports no series that reads as down
+        self.archive_up: Gauge | None = None
 
     def observe(self, report: SweepReport) -> None:
         """Add one beat's report to the metrics."""
@@ -132,6 +139,16 @@ class DriverMetrics:
         self.duration.observe(report.elapsed)
         self.beats.inc()
         self.last_beat.set(report.at.timestamp())
+
+    def observe_reachable(self, redis: bool, archive: bool | None = None) -> None:
+        """Set ``retain_redis_up`` and, for a policy with an archive (``archive`` not None), ``retain_archive_up``."""
+        self.redis_up.set(1 if redis else 0)
+        if archive is None:
+            return
+        if self.archive_up is None:
+            self.archive_up = Gauge("retain_archive_up", "1 when the archive answered the last probe, else 0.",
+                                    registry=self.registry)
+        self.archive_up.set(1 if archive else 0)
 
     def observe_status(self, statuses: Iterable[StreamStatus]) -> None:
         """Set the per-stream gauges from one status read; a stream whose read failed counts a ``read`` failure

@@ -81,7 +81,7 @@ if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, deltalake) is loaded by open_archive.
     from retain.archive import Archive, MaintenanceSettings
 
-__all__ = ["DEFAULT_TICK", "ArchiveSettings", "PolicyFile", "load_policy", "parse_policy"]
+__all__ = ["DEFAULT_TICK", "ArchiveSettings", "PolicyFile", "check_policy", "load_policy", "parse_policy"]
 
 DEFAULT_TICK = 1.0
 URL_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel")
@@ -277,6 +277,53 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
     return PolicyFile(source=source, policy=Policy([*entries, *patterns]), tick=tick,
                       url=_url(document, where), cluster=_fields.boolean(document, "cluster", where, default=False),
                       archive=archive, replicas=_replicas(document, tick, where))
+
+
+def check_policy(text: str, source: str = "<string>") -> tuple[str, ...]:
+    """Every problem of a policy file's TOML ``text``, each worded as :func:`parse_policy` refuses it; () if none.
+
+    Pure: nothing connects and no archive is opened. Each top-level field and each
+    ``[[stream]]`` table is checked on its own, so one bad entry does not hide the
+    next; what holds across entries (a repeated stream, ``archive = true`` without
+    an archive, an archive nothing uses) and the archive's maintenance settings are
+    checked once every part is good on its own.
+
+    Example:
+        >>> check_policy('[[stream]]\\nqueue = "q"\\nname = "s"\\nmax_len = 1', "p.toml")
+        ("p.toml: [[stream]] #1 (queue 'q', name 's'): unknown field 'max_len': expected one of ...",)
+    """
+    try:
+        document = _toml.decode(text, source, InvalidPolicy)
+    except InvalidPolicy as exc:
+        return (str(exc),)
+    where = Where(source, InvalidPolicy)
+    problems: list[str] = []
+
+    def check(part: Callable[[], object]) -> None:
+        try:
+            part()
+        except InvalidPolicy as exc:
+            problems.append(str(exc))
+
+    check(lambda: _fields.refuse_unknown(document, TOP_FIELDS, where))
+    prefix = DEFAULT_PREFIX
+    try:
+        prefix = _fields.string(document, "prefix", where, default=DEFAULT_PREFIX) or DEFAULT_PREFIX
+        _checked(lambda: _PROBES["prefix"](prefix), where, "prefix")
+    except InvalidPolicy as exc:
+        problems.append(str(exc))
+    for part in (lambda: _archive(document, where), lambda: _url(document, where),
+                 lambda: _fields.boolean(document, "cluster", where, default=False),
+                 lambda: _replicas(document, _tick(document, where), where)):
+        check(part)
+    tables = document.get("stream")
+    for number, table in enumerate(tables if isinstance(tables, list) else [], start=1):
+        if isinstance(table, dict):
+            here = where.entry("stream", number, _label(table))
+            check(lambda: _pattern_entry(table, here) if "pattern" in table else _stream_entry(table, prefix, here))
+    if not problems:
+        check(lambda: parse_policy(text, source).maintenance())
+    return tuple(dict.fromkeys(problems))  # a field two checks read is named once
 
 
 def _label(table: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """The live tier: where a Redis/Valkey stream lives, and the trim verb that bounds it to a window.
 
-Two things only: the key layout (:mod:`retain.streams.keys`) and one XTRIM,
-pure decision and sync/asyncio sends (:mod:`retain.streams.trim`). What re-applies
+The key layout (:mod:`retain.streams.keys`), one XTRIM, pure decision and
+sync/asyncio sends (:mod:`retain.streams.trim`), and what a stream holds now
+as an operator asks it (:mod:`retain.streams.inspect`). What re-applies
 windows on a beat, folds into the archive first, previews a beat or reads a
 policy file is the layer above: :mod:`retain.retention`.
 
@@ -12,15 +13,20 @@ Imports: the vocabulary only (:mod:`retain.errors`, :mod:`retain.windows`,
 """
 
 from retain.streams.keys import DEFAULT_PREFIX, RawKey, Stream, StreamRef, key_of, stream_key
+from retain.streams.inspect import GroupInfo, StreamInfo, list_streams, stream_info
 from retain.streams.trim import atrim, trim, xtrim_command
 
 __all__ = [
     "DEFAULT_PREFIX",
+    "GroupInfo",
     "RawKey",
     "Stream",
+    "StreamInfo",
     "StreamRef",
     "atrim",
     "key_of",
+    "list_streams",
+    "stream_info",
     "stream_key",
     "trim",
     "xtrim_command",
