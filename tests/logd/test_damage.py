@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import zlib
 from collections.abc import Iterator
 
 import psycopg
@@ -19,6 +20,9 @@ from retain.errors import StorageError, StoreDamaged
 from retain.logd import Client, ServerThread, Store
 from retain.logd.settings import Settings
 from retain.servers import free_port
+
+
+BROKEN = '{"status": "do'
 
 
 def filled(path: str) -> None:
@@ -84,7 +88,9 @@ class TestUndecodableRow:
             store.session().patch([{"set": "jobs.j1", "value": {"status": "done"}},
                                    {"set": "jobs.j2", "value": {"status": "new"}}])
         db = sqlite3.connect(path)
-        db.execute("UPDATE nodes SET value = '{\"status\": \"do' WHERE key = ?", ("\x1fjobs\x1fj1",))
+        # The checksum written with it: a value stored undecodable, not damaged since (that is TestChecksums').
+        db.execute("UPDATE nodes SET value = ?, crc = ? WHERE key = ?",
+                   (BROKEN, zlib.crc32(BROKEN.encode()), "\x1fjobs\x1fj1"))
         db.commit()
         db.close()
         with Store.open(path) as store:
