@@ -20,12 +20,19 @@ import zlib
 from retain.errors import StoreDamaged
 from retain.logd.storage import SEP
 
-__all__ = ["checksum", "delta_damaged", "record_name", "value_damaged", "verify", "verify_delta"]
+__all__ = ["checksum", "checksum_bytes", "decoded", "decoded_delta", "delta_damaged", "record_name", "value_damaged",
+           "verify", "verify_delta"]
 
 
 def checksum(text: str | None) -> int | None:
     """The CRC-32 of ``text``'s UTF-8 bytes, as stored beside it; None for no text (a tombstone, a keyed array)."""
     return None if text is None else zlib.crc32(text.encode())
+
+
+def checksum_bytes(data: bytes | None) -> int | None:
+    """The CRC-32 of a stored text's bytes as they lie in the store (what SQLite hands a read of ``CAST(value AS
+    BLOB)``): a changed byte that is no longer UTF-8 is compared too, never refused by a decoder first."""
+    return None if data is None else zlib.crc32(data)
 
 
 def record_name(key: str) -> str:
@@ -57,6 +64,41 @@ def verify(key: str, rev: int, value: str | None, stored: int | None) -> None:
     found = checksum(value)
     if found != stored:
         raise value_damaged(key, rev, stored, found)
+
+
+def decoded(key: str, rev: int, data: bytes | None, stored: int | None) -> str | None:
+    """A record version's value from its stored bytes, checked against the checksum stored with it.
+
+    Raises:
+        StoreDamaged: they differ, or the bytes are no UTF-8; names the record and the commit.
+    """
+    if data is None and stored is None:
+        return None
+    found = checksum_bytes(data)
+    if found != stored or data is None:
+        raise value_damaged(key, rev, stored, found)
+    try:
+        return data.decode()
+    except UnicodeDecodeError as exc:  # written so (its checksum matches), not changed since
+        raise StoreDamaged(f"the value of record {record_name(key)} (key {key!r}) at commit {rev} is no UTF-8 "
+                           f"({exc}): the store is damaged") from exc
+
+
+def decoded_delta(number: int, data: bytes | None, stored: int | None) -> str | None:
+    """A commit's delta from its stored bytes, checked against the checksum stored with it.
+
+    Raises:
+        StoreDamaged: they differ, or the bytes are no UTF-8; names the commit.
+    """
+    if data is None and stored is None:
+        return None
+    found = checksum_bytes(data)
+    if found != stored or data is None:
+        raise delta_damaged(number, stored, found)
+    try:
+        return data.decode()
+    except UnicodeDecodeError as exc:
+        raise StoreDamaged(f"the delta of commit {number} is no UTF-8 ({exc}): the store is damaged") from exc
 
 
 def verify_delta(number: int, ops: str | None, stored: int | None) -> None:

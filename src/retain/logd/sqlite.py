@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from retain.errors import StorageError, StoreDamaged
-from retain.logd.checksums import checksum, delta_damaged, value_damaged, verify, verify_delta
+from retain.logd.checksums import checksum, checksum_bytes, decoded, decoded_delta, delta_damaged, value_damaged
 from retain.logd.sqlite_items import CompiledTest, compile_test, cutoff_params
 from retain.logd.sqlite_pages import Worker, select_pages
 from retain.logd.storage import (SEP, CommitRecord, ItemTest, ReadAhead, Record, Row, ScopeRecord, Selected,
@@ -63,6 +63,9 @@ _RANGE = 65536  # the fewest records a selection gives a range of its own: below
 _RANGES = 4  # the most ranges a selection runs at once, however many cores there are
 _WORKER_PATIENCE = 10.0  # a worker may take 10 s more than 10 times the reader's own range, then is ended
 _CHECKPOINT_PAUSE = 0.05  # seconds between two checkpoints at least (each one syncs the file)
+# A value is read as the bytes stored, checked against its checksum, then decoded (retain.logd.checksums): a
+# changed byte that is no UTF-8 is named as damage to its record, not refused by sqlite3's own decoding.
+_VALUE_BYTES = "CAST(value AS BLOB)"
 _SHOWN = 20  # checksum mismatches a check names of each kind (values, deltas); the rest are counted
 
 #: the schema version (``PRAGMA user_version``): 0 is every store before content checksums, 1 has them
@@ -159,31 +162,27 @@ class _Reads:
 
     @_translated
     def latest(self, scope: int, key: str, at: int) -> Row | None:
-        row = self._db.execute("SELECT kind, value, rev, crc FROM nodes WHERE scope = ? AND key = ? AND rev <= ? "
-                               "ORDER BY rev DESC LIMIT 1", (scope, key, at)).fetchone()
-        if row is None:
-            return None
-        verify(key, row[2], row[1], row[3])
-        return Row(key, row[0], row[1])
+        row = self._db.execute(f"SELECT kind, {_VALUE_BYTES}, rev, crc FROM nodes WHERE scope = ? AND key = ? "
+                               "AND rev <= ? ORDER BY rev DESC LIMIT 1", (scope, key, at)).fetchone()
+        return Row(key, row[0], decoded(key, row[2], row[1], row[3])) if row else None
 
     @_translated_iter
     def scan(self, scope: int, key: str, at: int, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
         # SQLite's bare-column rule: with max(rev), kind and value come from the newest version.
         if end is not None:
-            sql = ("SELECT key, kind, value, crc, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
+            sql = (f"SELECT key, kind, {_VALUE_BYTES}, crc, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
                    "AND rev <= ? GROUP BY key ORDER BY key")
             params: tuple[Any, ...] = (scope, key, end, at)
         elif children:
-            sql = ("SELECT key, kind, value, crc, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
+            sql = (f"SELECT key, kind, {_VALUE_BYTES}, crc, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
                    "AND rev <= ? AND instr(substr(key, ?), char(31)) = 0 GROUP BY key ORDER BY key")
             params = (scope, key + SEP, key + _AFTER_SEP, at, len(key) + 2)
         else:
-            sql = ("SELECT key, kind, value, crc, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
+            sql = (f"SELECT key, kind, {_VALUE_BYTES}, crc, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
                    "AND rev <= ? GROUP BY key ORDER BY key")
             params = (scope, key, key + _AFTER_SEP, at)
-        for found, kind, value, crc, rev in self._db.execute(sql, params):
-            verify(found, rev, value, crc)
-            yield Row(found, kind, value)
+        for found, kind, data, crc, rev in self._db.execute(sql, params):
+            yield Row(found, kind, decoded(found, rev, data, crc))
 
     @_translated
     def select_items(self, scope: int, container: str, at: int, test: ItemTest, cutoff: datetime | None,
@@ -564,10 +563,10 @@ class SqliteBackend(_Reads):
     @_translated_iter
     def commits(self, first: int, scopes: Sequence[int]) -> Iterator[CommitRecord]:
         marks = ",".join("?" * len(scopes))
-        for number, time, author, scope, ops, ops_crc in self._db.execute(
-                f"SELECT number, time, author, scope, ops, ops_crc FROM commits WHERE number >= ? "
+        for number, time, author, scope, data, ops_crc in self._db.execute(
+                f"SELECT number, time, author, scope, CAST(ops AS BLOB), ops_crc FROM commits WHERE number >= ? "
                 f"AND scope IN ({marks}) ORDER BY number", (first, *scopes)):
-            verify_delta(number, ops, ops_crc)
+            ops = decoded_delta(number, data, ops_crc)
             yield CommitRecord(number, time, author, scope, None if ops is None else _delta(number, ops))
 
     @_translated
@@ -691,10 +690,12 @@ def _mismatches(db: sqlite3.Connection, shown: int = _SHOWN) -> list[str]:
         return []
     _with_checksum(db)
     found: list[str] = []
-    values = db.execute("SELECT key, rev, crc, logd_crc(value) FROM nodes WHERE crc IS NOT logd_crc(value)")
+    values = db.execute("SELECT key, rev, crc, logd_crc(CAST(value AS BLOB)) FROM nodes "
+                        "WHERE crc IS NOT logd_crc(CAST(value AS BLOB))")
     found += _named((str(value_damaged(key, rev, crc, computed)) for key, rev, crc, computed in values),
                     shown, "values")
-    deltas = db.execute("SELECT number, ops_crc, logd_crc(ops) FROM commits WHERE ops_crc IS NOT logd_crc(ops)")
+    deltas = db.execute("SELECT number, ops_crc, logd_crc(CAST(ops AS BLOB)) FROM commits "
+                        "WHERE ops_crc IS NOT logd_crc(CAST(ops AS BLOB))")
     found += _named((str(delta_damaged(number, crc, computed)) for number, crc, computed in deltas),
                     shown, "deltas")
     return found
@@ -712,9 +713,9 @@ def _columns(db: sqlite3.Connection, table: str) -> set[str]:
 
 
 def _with_checksum(db: sqlite3.Connection) -> None:
-    """Make :func:`~retain.logd.checksums.checksum` callable in SQL on ``db`` as ``logd_crc(text)``: SQLite has
-    no CRC-32 of its own, and a migration or a check computes one per row."""
-    db.create_function("logd_crc", 1, checksum, deterministic=True)
+    """Make :func:`~retain.logd.checksums.checksum_bytes` callable in SQL on ``db`` as ``logd_crc(CAST(text AS
+    BLOB))``: SQLite has no CRC-32 of its own, and a migration or a check computes one per row."""
+    db.create_function("logd_crc", 1, checksum_bytes, deterministic=True)
 
 
 def _migrate(db: sqlite3.Connection, path: str) -> None:
@@ -734,8 +735,8 @@ def _migrate(db: sqlite3.Connection, path: str) -> None:
             db.execute("ALTER TABLE nodes ADD COLUMN crc INTEGER")
         if "ops_crc" not in _columns(db, "commits"):
             db.execute("ALTER TABLE commits ADD COLUMN ops_crc INTEGER")
-        db.execute("UPDATE nodes SET crc = logd_crc(value) WHERE value IS NOT NULL")
-        db.execute("UPDATE commits SET ops_crc = logd_crc(ops) WHERE ops IS NOT NULL")
+        db.execute("UPDATE nodes SET crc = logd_crc(CAST(value AS BLOB)) WHERE value IS NOT NULL")
+        db.execute("UPDATE commits SET ops_crc = logd_crc(CAST(ops AS BLOB)) WHERE ops IS NOT NULL")
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except BaseException:
         db.execute("ROLLBACK")
