@@ -1,8 +1,9 @@
 """The shared backend: PostgreSQL through psycopg 3, for a store past one machine and several servers on it.
 
 The tables are SQLite's (:mod:`retain.logd.sqlite`) in PostgreSQL's words --
-``nodes(scope, key, rev, kind, value)``, ``commits``, ``scopes``, ``snapshots``,
-``meta`` -- plus two of its own:
+``nodes(scope, key, rev, kind, value, crc)``, ``commits`` (with ``ops_crc``), ``scopes``,
+``snapshots``, ``meta`` -- plus two of its own, below. The checksums (:mod:`retain.logd.checksums`) are
+computed in Python (PostgreSQL has no CRC-32), compared on every read and by the full check.
 
 - ``logd_version``: the schema version (:data:`SCHEMA_VERSION`). On open, a database with no
   tables gets them; an older version is migrated forward one step at a time (each step in

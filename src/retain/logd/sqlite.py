@@ -1,8 +1,11 @@
 """The embedded backend: stdlib ``sqlite3`` in WAL mode, one file.
 
-Tables: ``nodes(scope, key, rev, kind, value)`` (one row per record version,
+Tables: ``nodes(scope, key, rev, kind, value, crc)`` (one row per record version,
 primary key ``(scope, key, rev)``, WITHOUT ROWID so the versions of a subtree sit
-together), ``commits``, ``scopes``, ``snapshots``, ``meta``. A read at commit C is
+together), ``commits``, ``scopes``, ``snapshots``, ``meta``. ``crc`` and the commits'
+``ops_crc`` are the checksums of the value and the delta (:mod:`retain.logd.checksums`),
+compared on every read and by the full check; ``PRAGMA user_version`` is the schema
+version (:data:`SCHEMA_VERSION`), a store an older retain made is migrated at open. A read at commit C is
 ``max(rev) <= C`` per key over one key range; listing a 1,000,000-item container
 is one index range scan, at the current commit and at an older one alike.
 
