@@ -20,8 +20,7 @@ from hypothesis import strategies as st
 
 from retain.cli import main
 from retain.errors import StorageError, StoreDamaged
-from retain.logd import Client, ServerThread, Store, backup, restore
-from retain.logd import checksums
+from retain.logd import Client, ServerThread, Store, backup, checksums, restore
 from retain.logd.postgres import SCHEMA_VERSION as PG_VERSION
 from retain.logd.settings import Settings
 from retain.logd.sqlite import SCHEMA_VERSION as SQLITE_VERSION

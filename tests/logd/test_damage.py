@@ -21,7 +21,6 @@ from retain.logd import Client, ServerThread, Store
 from retain.logd.settings import Settings
 from retain.servers import free_port
 
-
 BROKEN = '{"status": "do'
 
 
