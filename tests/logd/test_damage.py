@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import zlib
 from collections.abc import Iterator
 
 import psycopg
@@ -19,6 +20,13 @@ from retain.errors import StorageError, StoreDamaged
 from retain.logd import Client, ServerThread, Store
 from retain.logd.settings import Settings
 from retain.servers import free_port
+
+BROKEN = '{"status": "do'
+
+
+def summed(text: str) -> tuple[str, int]:
+    """A text and the checksum logd writes with it."""
+    return text, zlib.crc32(text.encode())
 
 
 def filled(path: str) -> None:
@@ -84,7 +92,8 @@ class TestUndecodableRow:
             store.session().patch([{"set": "jobs.j1", "value": {"status": "done"}},
                                    {"set": "jobs.j2", "value": {"status": "new"}}])
         db = sqlite3.connect(path)
-        db.execute("UPDATE nodes SET value = '{\"status\": \"do' WHERE key = ?", ("\x1fjobs\x1fj1",))
+        # The checksum written with it: a value stored undecodable, not damaged since (that is TestChecksums').
+        db.execute("UPDATE nodes SET value = ?, crc = ? WHERE key = ?", (*summed(BROKEN), "\x1fjobs\x1fj1"))
         db.commit()
         db.close()
         with Store.open(path) as store:
@@ -133,9 +142,12 @@ class TestDamagedDatabase:
         """A gap in the log, a version past the head and undecodable rows: each named, exit status 1."""
         with psycopg.connect(url, autocommit=True) as raw:
             raw.execute("DELETE FROM commits WHERE number = 2")
-            raw.execute("UPDATE commits SET ops = '[{\"set' WHERE number = 1")
-            raw.execute("UPDATE nodes SET value = '{\"status\": \"do' WHERE key = chr(31) || 'jobs' || chr(31) || 'j0'")
-            raw.execute("INSERT INTO nodes (scope, key, rev, kind, value) VALUES (0, chr(31) || 'late', 9, 1, '1')")
+            # Each written with its checksum: undecodable as stored, not damaged since (that is TestChecksums').
+            raw.execute("UPDATE commits SET ops = %s, ops_crc = %s WHERE number = 1", summed('[{"set'))
+            raw.execute("UPDATE nodes SET value = %s, crc = %s WHERE key = chr(31) || 'jobs' || chr(31) || 'j0'",
+                        summed(BROKEN))
+            raw.execute("INSERT INTO nodes (scope, key, rev, kind, value, crc) VALUES (0, chr(31) || 'late', 9, 1, "
+                        "%s, %s)", summed("1"))
         checked = CliRunner().invoke(main, ["logd", "check", "--db", url])
         assert checked.exit_code == 1
         for problem in ("the commit log has gaps: 2 commits numbered up to 3",

@@ -116,6 +116,8 @@ def check_command(db: str) -> None:
     slow on a big store). A PostgreSQL database gets what logd relies on: the
     head row against the commit log, no gap in the log, no record version past
     the head, every delta and value decodable (PostgreSQL guards its own pages).
+    On both, every value and delta is compared with the checksum written with
+    it, naming the record and commit of each that differs.
     'serve' runs the quick check at every start and refuses a damaged store.
     Both read on a snapshot and change nothing: safe beside running servers.
     Prints each problem found; exit status 1 if there is any.

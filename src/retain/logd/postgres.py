@@ -1,8 +1,9 @@
 """The shared backend: PostgreSQL through psycopg 3, for a store past one machine and several servers on it.
 
 The tables are SQLite's (:mod:`retain.logd.sqlite`) in PostgreSQL's words --
-``nodes(scope, key, rev, kind, value)``, ``commits``, ``scopes``, ``snapshots``,
-``meta`` -- plus two of its own:
+``nodes(scope, key, rev, kind, value, crc)``, ``commits`` (with ``ops_crc``), ``scopes``,
+``snapshots``, ``meta`` -- plus two of its own, below. The checksums (:mod:`retain.logd.checksums`) are
+computed in Python (PostgreSQL has no CRC-32), compared on every read and by the full check.
 
 - ``logd_version``: the schema version (:data:`SCHEMA_VERSION`). On open, a database with no
   tables gets them; an older version is migrated forward one step at a time (each step in
@@ -67,6 +68,7 @@ from psycopg import sql
 
 from retain.clock import parse_rfc3339
 from retain.errors import StorageError, StorageUnavailable, StoreDamaged
+from retain.logd.checksums import checksum, delta_damaged, value_damaged, verify, verify_delta
 from retain.logd.storage import (SEP, CommitRecord, ItemTest, ReadAhead, Record, Row, ScopeRecord, Selected,
                                   Selection)
 from retain.wire import Or
@@ -77,12 +79,14 @@ __all__ = ["CHANNEL", "SCHEMA_VERSION", "CommitFollower", "PostgresBackend", "ch
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CHANNEL = "logd_commit"
 _AFTER_SEP = chr(ord(SEP) + 1)
 _PAGE = 20000  # records one selection page reads at most
 _COPY_FROM = 64  # rows from which a write goes by COPY rather than inside the commit's statement
 _EXACT = 2 ** 53
+_CHECKSUMS = 2  # the schema version from which every value and delta carries its checksum
+_BACKFILL = 5000  # rows the migration to checksums computes per statement
 # Closes a subquery that casts ``value`` to jsonb: OFFSET 0 keeps the planner from pulling the subquery up into
 # the query around it, which would copy the cast into every expression that reads it (the stamp's type, its
 # text, each match term): three casts per row instead of one, some 60% of a selection page's time.
@@ -93,7 +97,9 @@ _CHUNKED = psycopg.pq.version() >= 170000  # libpq streams chunks of rows from v
 _INSTANTS = 65536  # distinct stamps a selection keeps read (most containers repeat few)
 _LISTEN_STEP = 0.1  # seconds a follower waits for a notification before it looks whether it is closing
 
-# Version 1: what every later step starts from. Each later version appends one step to _MIGRATIONS.
+# Version 1: what every later step starts from. Each later version appends one step to _MIGRATIONS. Version 2: each
+# value and delta carries its checksum (retain.logd.checksums; bigint: a CRC-32 is unsigned), which _backfill
+# computes for the rows already there.
 _MIGRATIONS: tuple[str, ...] = ("""
 CREATE TABLE nodes (scope integer NOT NULL, key text COLLATE "C" NOT NULL, rev bigint NOT NULL,
                     kind smallint NOT NULL, value text);
@@ -107,7 +113,10 @@ CREATE TABLE meta (name text PRIMARY KEY, value text NOT NULL);
 CREATE TABLE head (one boolean PRIMARY KEY DEFAULT true CHECK (one), number bigint NOT NULL,
                    time double precision NOT NULL, generation bigint NOT NULL);
 INSERT INTO head (number, time, generation) VALUES (0, 0, 0);
-""",)
+""", """
+ALTER TABLE nodes ADD COLUMN crc bigint;
+ALTER TABLE commits ADD COLUMN ops_crc bigint;
+""")
 
 # A commit's rows (unless COPY wrote them), its log entry, the head and the notification: one statement, so
 # one execute and one round trip. Each execute costs some 30-40 us of psycopg's Python beside the server's work:
@@ -116,11 +125,12 @@ INSERT INTO head (number, time, generation) VALUES (0, 0, 0);
 # some 40 us of a single-item patch; the binary form copies them as they are (a JSON text of the rows was
 # measured too: no cheaper in Python, dearer on the server).
 _APPEND_COMMIT = (
-    "WITH written AS (INSERT INTO nodes (scope, key, rev, kind, value) "
-    "SELECT %(scope)s, r.key, %(number)s, r.kind, r.value "
-    "FROM unnest(%(keys)b::text[], %(kinds)b::smallint[], %(values)b::text[]) AS r(key, kind, value)), "
-    "logged AS (INSERT INTO commits (number, time, author, scope, ops) "
-    "VALUES (%(number)s, %(time)s, %(author)s, %(scope)s, %(ops)s)), "
+    "WITH written AS (INSERT INTO nodes (scope, key, rev, kind, value, crc) "
+    "SELECT %(scope)s, r.key, %(number)s, r.kind, r.value, r.crc "
+    "FROM unnest(%(keys)b::text[], %(kinds)b::smallint[], %(values)b::text[], %(crcs)b::bigint[]) "
+    "AS r(key, kind, value, crc)), "
+    "logged AS (INSERT INTO commits (number, time, author, scope, ops, ops_crc) "
+    "VALUES (%(number)s, %(time)s, %(author)s, %(scope)s, %(ops)s, %(ops_crc)s)), "
     "moved AS (UPDATE head SET number = %(number)s, time = %(time)s, generation = generation + %(bump)s) "
     "SELECT pg_notify(%(channel)s, %(told)s)")
 
@@ -128,11 +138,14 @@ _APPEND_COMMIT = (
 # the values quoted in, and COMMIT in one message -- one round trip less per single-item patch. (A pipeline of the
 # two saved the round trip and spent as much on its bookkeeping in Python; a statement sent as text is planned
 # each time, which cost more than the round trip.)
-_APPEND_ONE = ("WITH written AS (INSERT INTO nodes (scope, key, rev, kind, value) VALUES ($1, $6, $2, $7, $8)), "
-               "logged AS (INSERT INTO commits (number, time, author, scope, ops) VALUES ($2, $3, $4, $1, $5)), "
+_APPEND_ONE = ("WITH written AS (INSERT INTO nodes (scope, key, rev, kind, value, crc) "
+               "VALUES ($1, $6, $2, $7, $8, $12)), "
+               "logged AS (INSERT INTO commits (number, time, author, scope, ops, ops_crc) "
+               "VALUES ($2, $3, $4, $1, $5, $13)), "
                "moved AS (UPDATE head SET number = $2, time = $3, generation = generation + $9) "
                "SELECT pg_notify($10, $11)")
-_APPEND_ONE_TYPES = "integer, bigint, double precision, text, text, text, smallint, text, integer, text, text"
+_APPEND_ONE_TYPES = ("integer, bigint, double precision, text, text, text, smallint, text, integer, text, text, "
+                     "bigint, bigint")
 
 # One prune step's records, its versions and its tombstones: as SQLite's (retain.logd.sqlite).
 _PRUNE_UPTO = """
@@ -245,9 +258,12 @@ class _Reads:
 
     @_translated
     def latest(self, scope: int, key: str, at: int) -> Row | None:
-        row = self._conn().execute("SELECT kind, value FROM nodes WHERE scope = %s AND key = %s AND rev <= %s "
-                                   "ORDER BY rev DESC LIMIT 1", (scope, key, at)).fetchone()
-        return Row(key, row[0], row[1]) if row else None
+        row = self._conn().execute("SELECT kind, value, rev, crc FROM nodes WHERE scope = %s AND key = %s "
+                                   "AND rev <= %s ORDER BY rev DESC LIMIT 1", (scope, key, at)).fetchone()
+        if row is None:
+            return None
+        verify(key, row[2], row[1], row[3])
+        return Row(key, row[0], row[1])
 
     @_translated_iter
     def scan(self, scope: int, key: str, at: int, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
@@ -260,12 +276,13 @@ class _Reads:
             params = (scope, key + SEP, key + _AFTER_SEP, at, len(key) + 2)
         else:
             params = (scope, key, key + _AFTER_SEP, at)
-        query = ("SELECT DISTINCT ON (key) key, kind, value FROM nodes WHERE scope = %s AND key >= %s AND key < %s "
-                 f"AND rev <= %s {extra}ORDER BY key, rev DESC")
+        query = ("SELECT DISTINCT ON (key) key, kind, value, rev, crc FROM nodes WHERE scope = %s AND key >= %s "
+                 f"AND key < %s AND rev <= %s {extra}ORDER BY key, rev DESC")
         with self._conn().cursor() as cursor:
             cursor.execute(query, params)
             while batch := cursor.fetchmany(2000):
-                for found, kind, value in batch:
+                for found, kind, value, rev, crc in batch:
+                    verify(found, rev, value, crc)
                     yield Row(found, kind, value)
 
     @_translated
@@ -373,8 +390,8 @@ def _latest_absent_sql(scope: int, parent: str, first: str, last: str, at: str) 
     Against the two statements it halves the time of these reads (an unnest over the parents cost the server half
     again as much as the two)."""
     return ("SELECT n.kind, n.value, (SELECT 1 FROM nodes WHERE "
-            f"{_scopes(scope)} AND key >= {first} AND key < {last} AND rev <= {at} LIMIT 1) IS NULL "
-            f"FROM (VALUES (1)) AS one LEFT JOIN (SELECT kind, value FROM nodes WHERE scope = {int(scope)} "
+            f"{_scopes(scope)} AND key >= {first} AND key < {last} AND rev <= {at} LIMIT 1) IS NULL, n.rev, n.crc "
+            f"FROM (VALUES (1)) AS one LEFT JOIN (SELECT kind, value, rev, crc FROM nodes WHERE scope = {int(scope)} "
             f"AND key = {parent} AND rev <= {at} ORDER BY rev DESC LIMIT 1) AS n ON true")
 
 
@@ -572,9 +589,10 @@ class PostgresBackend(_Reads):
         rows = rows if isinstance(rows, list) else list(rows)
         copied = len(rows) >= _COPY_FROM
         if copied:
-            with db.cursor() as cursor, cursor.copy("COPY nodes (scope, key, rev, kind, value) FROM STDIN") as copy:
+            with db.cursor() as cursor, \
+                    cursor.copy("COPY nodes (scope, key, rev, kind, value, crc) FROM STDIN") as copy:
                 for row in rows:
-                    copy.write_row((scope, row.key, number, row.kind, row.value))
+                    copy.write_row((scope, row.key, number, row.kind, row.value, checksum(row.value)))
         for name, value in (meta or {}).items():
             db.execute("INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE "
                        "SET value = excluded.value", (name, value))
@@ -587,12 +605,12 @@ class PostgresBackend(_Reads):
             # statement fails COMMIT does not run and the transaction rolls back.
             (row,) = inline
             self._appended = (scope, number, record.time, record.author, delta, row.key, row.kind, row.value,
-                              1 if meta else 0, CHANNEL, str(number))
+                              1 if meta else 0, CHANNEL, str(number), checksum(row.value), checksum(delta))
         else:
             db.execute(_APPEND_COMMIT, {
                 "scope": scope, "number": number, "time": record.time, "author": record.author, "ops": delta,
-                "keys": [row.key for row in inline], "kinds": [row.kind for row in inline],
-                "values": [row.value for row in inline], "bump": 1 if meta else 0, "channel": CHANNEL,
+                "ops_crc": checksum(delta), "keys": [row.key for row in inline], "kinds": [row.kind for row in inline],
+                "values": [row.value for row in inline], "crcs": [checksum(row.value) for row in inline], "bump": 1 if meta else 0, "channel": CHANNEL,
                 "told": str(number)})
         if meta and self._generation is not None:
             self._generation += 1
@@ -629,7 +647,9 @@ class PostgresBackend(_Reads):
             row = self._conn().execute(_latest_absent_sql(scope, "%(parent)s", "%(first)s", "%(last)s", "%(at)s"), {
                 "parent": parents[0], "first": min(keys), "last": max(keys) + _AFTER_SEP, "at": at}).fetchone()
         assert row is not None, "one row, from VALUES"
-        kind, value, clear = row
+        kind, value, clear, rev, crc = row
+        if kind is not None:
+            verify(parents[0], rev, value, crc)
         return [None if kind is None else Row(parents[0], kind, value)], clear or self._each_absent(scope, keys, at)
 
     def _read_ahead_sql(self, db: psycopg.Connection[Any], ahead: ReadAhead | None) -> str | None:
@@ -708,10 +728,11 @@ class PostgresBackend(_Reads):
         db = self._conn()
         where = "" if scopes is None else "AND scope = ANY(%(scopes)s) "
         while True:
-            rows = db.execute("SELECT number, time, author, scope, ops FROM commits WHERE number >= %(first)s "
-                              f"{where}ORDER BY number LIMIT %(page)s",
+            rows = db.execute("SELECT number, time, author, scope, ops, ops_crc FROM commits "
+                              f"WHERE number >= %(first)s {where}ORDER BY number LIMIT %(page)s",
                               {"first": first, "scopes": scopes, "page": page}).fetchall()
-            for number, time, author, scope, ops in rows:
+            for number, time, author, scope, ops, ops_crc in rows:
+                verify_delta(int(number), ops, ops_crc)
                 yield CommitRecord(int(number), float(time), author, scope,
                                    None if ops is None else tuple(json.loads(ops)))
             if len(rows) < page:
@@ -776,7 +797,7 @@ class PostgresBackend(_Reads):
             with db.cursor() as cursor:
                 cursor.execute("DELETE FROM snapshots")
                 cursor.executemany("INSERT INTO snapshots (rev) VALUES (%s)", [(rev,) for rev in snapshots])
-                cursor.execute("UPDATE commits SET ops = NULL WHERE number < %s AND ops IS NOT NULL", (boundary,))
+                cursor.execute("UPDATE commits SET ops = NULL, ops_crc = NULL WHERE number < %s AND ops IS NOT NULL", (boundary,))
                 cursor.execute("INSERT INTO meta (name, value) VALUES ('boundary', %s) ON CONFLICT (name) DO UPDATE "
                                "SET value = excluded.value", (str(boundary),))
                 cursor.execute("UPDATE head SET generation = generation + 1")
@@ -896,30 +917,50 @@ def _problems(db: psycopg.Connection[Any], full: bool) -> list[str]:
     past = db.execute("SELECT count(*) FROM nodes WHERE rev > %s", (int(head[0]),)).fetchone()
     if past is not None and int(past[0]):
         problems.append(f"{past[0]} record versions are past the head commit {head[0]}")
-    problems += _undecodable(db, "SELECT 'commit ' || number, ops FROM commits WHERE ops IS NOT NULL",
-                             "delta")
-    problems += _undecodable(db, "SELECT 'record ' || quote_literal(substr(replace(key, chr(31), '.'), 2)) "
-                                 "|| ' at commit ' || rev, value FROM nodes WHERE value IS NOT NULL", "value")
+    # A database no logd of this version opened yet has no checksums to compare (opening it computes them).
+    summed = _version(db) >= _CHECKSUMS
+    problems += _unsound(db, "SELECT 'commit ' || number, ops, {}, number FROM commits WHERE ops IS NOT NULL{}"
+                         .format(*(("ops_crc", " OR ops_crc IS NOT NULL") if summed else ("NULL::bigint", ""))),
+                         "delta", lambda row, found: delta_damaged(int(row[3]), row[2], found), summed)
+    problems += _unsound(db, "SELECT 'record ' || quote_literal(substr(replace(key, chr(31), '.'), 2)) "
+                             "|| ' at commit ' || rev, value, {}, key, rev FROM nodes WHERE value IS NOT NULL{}"
+                         .format(*(("crc", " OR crc IS NOT NULL") if summed else ("NULL::bigint", ""))),
+                         "value", lambda row, found: value_damaged(row[3], int(row[4]), row[2], found), summed)
     return problems
 
 
-def _undecodable(db: psycopg.Connection[Any], query: str, what: str, shown: int = 20) -> list[str]:
-    """The rows of ``query`` (name, JSON text) whose text does not decode, read in pages; the first ``shown``
-    named, the rest counted."""
+def _version(db: psycopg.Connection[Any]) -> int:
+    row = db.execute("SELECT version FROM logd_version").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _unsound(db: psycopg.Connection[Any], query: str, what: str,
+             mismatch: Callable[[tuple[Any, ...], int | None], StoreDamaged], summed: bool,
+             shown: int = 20) -> list[str]:
+    """The rows of ``query`` (name, JSON text, its stored checksum, what ``mismatch`` names it by) whose text does
+    not match its checksum (when ``summed``) or does not decode, read in pages; the first ``shown`` named, the
+    rest counted."""
     bad: list[str] = []
     count = 0
     with db.cursor(name=f"logd_check_{what}") as cursor:
         cursor.execute(query)
         while page := cursor.fetchmany(5000):
-            for name, text in page:
-                try:
-                    json.loads(text)
-                except ValueError as exc:
-                    count += 1
-                    if len(bad) < shown:
-                        bad.append(f"the {what} of {name} does not decode ({exc})")
+            for row in page:
+                name, text, stored = row[:3]
+                found = checksum(text)
+                if summed and found != stored:
+                    problem = str(mismatch(row, found))
+                else:
+                    try:
+                        json.loads(text)
+                        continue
+                    except ValueError as exc:
+                        problem = f"the {what} of {name} does not decode ({exc})"
+                count += 1
+                if len(bad) < shown:
+                    bad.append(problem)
     if count > shown:
-        bad.append(f"and {count - shown} more {what}s that do not decode")
+        bad.append(f"and {count - shown} more {what}s that do not match their checksums or do not decode")
     return bad
 
 
@@ -942,7 +983,28 @@ def _migrate(db: psycopg.Connection[Any]) -> None:
                                f"{SCHEMA_VERSION}: upgrade retain")
         for step in range(version, SCHEMA_VERSION):
             db.execute(sql.SQL(_MIGRATIONS[step]))
+            if step + 1 == _CHECKSUMS:
+                _backfill(db)
             db.execute("UPDATE logd_version SET version = %s", (step + 1,))
+
+
+def _backfill(db: psycopg.Connection[Any]) -> None:
+    """Compute the checksum of every value and delta already there, in the migration's transaction (PostgreSQL
+    has no CRC-32 of its own: each is computed here, a page of rows per statement)."""
+    with db.cursor(name="logd_backfill_values") as cursor:
+        cursor.execute("SELECT scope, key, rev, value FROM nodes WHERE value IS NOT NULL")
+        while page := cursor.fetchmany(_BACKFILL):
+            db.execute("UPDATE nodes SET crc = u.crc FROM unnest(%s::integer[], %s::text[], %s::bigint[], "
+                       "%s::bigint[]) AS u(scope, key, rev, crc) WHERE nodes.scope = u.scope "
+                       "AND nodes.key = (u.key COLLATE \"C\") AND nodes.rev = u.rev",
+                       ([row[0] for row in page], [row[1] for row in page], [row[2] for row in page],
+                        [checksum(row[3]) for row in page]))
+    with db.cursor(name="logd_backfill_deltas") as cursor:
+        cursor.execute("SELECT number, ops FROM commits WHERE ops IS NOT NULL")
+        while page := cursor.fetchmany(_BACKFILL):
+            db.execute("UPDATE commits SET ops_crc = u.crc FROM unnest(%s::bigint[], %s::bigint[]) AS u(number, crc) "
+                       "WHERE commits.number = u.number",
+                       ([row[0] for row in page], [checksum(row[1]) for row in page]))
 
 
 class CommitFollower:

@@ -1,8 +1,11 @@
 """The embedded backend: stdlib ``sqlite3`` in WAL mode, one file.
 
-Tables: ``nodes(scope, key, rev, kind, value)`` (one row per record version,
+Tables: ``nodes(scope, key, rev, kind, value, crc)`` (one row per record version,
 primary key ``(scope, key, rev)``, WITHOUT ROWID so the versions of a subtree sit
-together), ``commits``, ``scopes``, ``snapshots``, ``meta``. A read at commit C is
+together), ``commits``, ``scopes``, ``snapshots``, ``meta``. ``crc`` and the commits'
+``ops_crc`` are the checksums of the value and the delta (:mod:`retain.logd.checksums`),
+compared on every read and by the full check; ``PRAGMA user_version`` is the schema
+version (:data:`SCHEMA_VERSION`), a store an older retain made is migrated at open. A read at commit C is
 ``max(rev) <= C`` per key over one key range; listing a 1,000,000-item container
 is one index range scan, at the current commit and at an older one alike.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import logging
 import os
@@ -41,12 +45,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from retain.errors import StorageError, StoreDamaged
+from retain.logd.checksums import checksum, checksum_bytes, decoded, decoded_delta, delta_damaged, value_damaged
 from retain.logd.sqlite_items import CompiledTest, compile_test, cutoff_params
 from retain.logd.sqlite_pages import Worker, select_pages
 from retain.logd.storage import (SEP, CommitRecord, ItemTest, ReadAhead, Record, Row, ScopeRecord, Selected,
                                   Selection)
 
-__all__ = ["SYNCHRONOUS", "SqliteBackend"]
+__all__ = ["SCHEMA_VERSION", "SYNCHRONOUS", "SqliteBackend"]
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +66,21 @@ _RANGE = 65536  # the fewest records a selection gives a range of its own: below
 _RANGES = 4  # the most ranges a selection runs at once, however many cores there are
 _WORKER_PATIENCE = 10.0  # a worker may take 10 s more than 10 times the reader's own range, then is ended
 _CHECKPOINT_PAUSE = 0.05  # seconds between two checkpoints at least (each one syncs the file)
+# A value is read as the bytes stored, checked against its checksum, then decoded (retain.logd.checksums): a
+# changed byte that is no UTF-8 is named as damage to its record, not refused by sqlite3's own decoding.
+_VALUE_BYTES = "CAST(value AS BLOB)"
+_SHOWN = 20  # checksum mismatches a check names of each kind (values, deltas); the rest are counted
+
+#: the schema version (``PRAGMA user_version``): 0 is every store before content checksums, 1 has them
+SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
     scope INTEGER NOT NULL, key TEXT NOT NULL, rev INTEGER NOT NULL, kind INTEGER NOT NULL, value TEXT,
-    PRIMARY KEY (scope, key, rev)) WITHOUT ROWID;
+    crc INTEGER, PRIMARY KEY (scope, key, rev)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS commits (
-    number INTEGER PRIMARY KEY, time REAL NOT NULL, author TEXT NOT NULL, scope INTEGER NOT NULL, ops TEXT);
+    number INTEGER PRIMARY KEY, time REAL NOT NULL, author TEXT NOT NULL, scope INTEGER NOT NULL, ops TEXT,
+    ops_crc INTEGER);
 CREATE INDEX IF NOT EXISTS commits_time ON commits (time);
 CREATE TABLE IF NOT EXISTS scopes (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, created INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS snapshots (rev INTEGER PRIMARY KEY);
@@ -152,27 +165,27 @@ class _Reads:
 
     @_translated
     def latest(self, scope: int, key: str, at: int) -> Row | None:
-        row = self._db.execute("SELECT kind, value FROM nodes WHERE scope = ? AND key = ? AND rev <= ? "
-                               "ORDER BY rev DESC LIMIT 1", (scope, key, at)).fetchone()
-        return Row(key, row[0], row[1]) if row else None
+        row = self._db.execute(f"SELECT kind, {_VALUE_BYTES}, rev, crc FROM nodes WHERE scope = ? AND key = ? "
+                               "AND rev <= ? ORDER BY rev DESC LIMIT 1", (scope, key, at)).fetchone()
+        return Row(key, row[0], decoded(key, row[2], row[1], row[3])) if row else None
 
     @_translated_iter
     def scan(self, scope: int, key: str, at: int, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
         # SQLite's bare-column rule: with max(rev), kind and value come from the newest version.
         if end is not None:
-            sql = ("SELECT key, kind, value, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
+            sql = (f"SELECT key, kind, {_VALUE_BYTES}, crc, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
                    "AND rev <= ? GROUP BY key ORDER BY key")
             params: tuple[Any, ...] = (scope, key, end, at)
         elif children:
-            sql = ("SELECT key, kind, value, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
+            sql = (f"SELECT key, kind, {_VALUE_BYTES}, crc, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
                    "AND rev <= ? AND instr(substr(key, ?), char(31)) = 0 GROUP BY key ORDER BY key")
             params = (scope, key + SEP, key + _AFTER_SEP, at, len(key) + 2)
         else:
-            sql = ("SELECT key, kind, value, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
+            sql = (f"SELECT key, kind, {_VALUE_BYTES}, crc, max(rev) FROM nodes WHERE scope = ? AND key >= ? AND key < ? "
                    "AND rev <= ? GROUP BY key ORDER BY key")
             params = (scope, key, key + _AFTER_SEP, at)
-        for found, kind, value, _ in self._db.execute(sql, params):
-            yield Row(found, kind, value)
+        for found, kind, data, crc, rev in self._db.execute(sql, params):
+            yield Row(found, kind, decoded(found, rev, data, crc))
 
     @_translated
     def select_items(self, scope: int, container: str, at: int, test: ItemTest, cutoff: datetime | None,
@@ -358,6 +371,7 @@ class SqliteBackend(_Reads):
         self._db.execute("PRAGMA secure_delete = ON")
         self._db.execute("PRAGMA busy_timeout = 10000")
         self._db.executescript(_SCHEMA)
+        _migrate(self._db, self.path)
         self._statements: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
         # A database only this connection sees (":memory:", "") cannot be read from another.
         self.reads_apart = self.path not in ("", ":memory:") and "mode=memory" not in self.path
@@ -444,13 +458,13 @@ class SqliteBackend(_Reads):
     @_translated
     def write(self, record: CommitRecord, rows: Iterable[Row], meta: dict[str, str] | None = None) -> None:
         scope, number = record.scope, record.number
-        self._db.executemany("INSERT INTO nodes (scope, key, rev, kind, value) VALUES (?, ?, ?, ?, ?)",
-                             ((scope, row.key, number, row.kind, row.value) for row in rows))
+        self._db.executemany("INSERT INTO nodes (scope, key, rev, kind, value, crc) VALUES (?, ?, ?, ?, ?, ?)",
+                             ((scope, row.key, number, row.kind, row.value, checksum(row.value)) for row in rows))
         delta = record.delta
         if delta is None:
             delta = json.dumps(list(record.ops or ()), separators=(",", ":"))
-        self._db.execute("INSERT INTO commits (number, time, author, scope, ops) VALUES (?, ?, ?, ?, ?)",
-                         (record.number, record.time, record.author, record.scope, delta))
+        self._db.execute("INSERT INTO commits (number, time, author, scope, ops, ops_crc) VALUES (?, ?, ?, ?, ?, ?)",
+                         (record.number, record.time, record.author, record.scope, delta, checksum(delta)))
         for name, value in (meta or {}).items():
             self._db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
 
@@ -552,9 +566,10 @@ class SqliteBackend(_Reads):
     @_translated_iter
     def commits(self, first: int, scopes: Sequence[int]) -> Iterator[CommitRecord]:
         marks = ",".join("?" * len(scopes))
-        for number, time, author, scope, ops in self._db.execute(
-                f"SELECT number, time, author, scope, ops FROM commits WHERE number >= ? AND scope IN ({marks}) "
-                "ORDER BY number", (first, *scopes)):
+        for number, time, author, scope, data, ops_crc in self._db.execute(
+                f"SELECT number, time, author, scope, CAST(ops AS BLOB), ops_crc FROM commits WHERE number >= ? "
+                f"AND scope IN ({marks}) ORDER BY number", (first, *scopes)):
+            ops = decoded_delta(number, data, ops_crc)
             yield CommitRecord(number, time, author, scope, None if ops is None else _delta(number, ops))
 
     @_translated
@@ -608,7 +623,7 @@ class SqliteBackend(_Reads):
         with self.transaction():
             self._db.execute("DELETE FROM snapshots")
             self._db.executemany("INSERT INTO snapshots (rev) VALUES (?)", ((rev,) for rev in snapshots))
-            self._db.execute("UPDATE commits SET ops = NULL WHERE number < ? AND ops IS NOT NULL", (boundary,))
+            self._db.execute("UPDATE commits SET ops = NULL, ops_crc = NULL WHERE number < ? AND ops IS NOT NULL", (boundary,))
             self._db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('boundary', ?)", (str(boundary),))
 
     @_translated
@@ -662,7 +677,74 @@ def _problems(db: sqlite3.Connection, full: bool) -> list[str]:
     except sqlite3.DatabaseError as exc:  # too damaged to check at all ("file is not a database")
         return [str(exc)]
     problems = [str(row[0]) for row in rows]
-    return [] if problems == ["ok"] else problems
+    problems = [] if problems == ["ok"] else problems
+    if full:
+        try:
+            problems += _mismatches(db)
+        except sqlite3.DatabaseError as exc:  # pages too damaged to read every row
+            problems.append(f"cannot read every row to check its checksum: {exc}")
+    return problems
+
+
+def _mismatches(db: sqlite3.Connection, shown: int = _SHOWN) -> list[str]:
+    """Every record version and delta whose text does not match the checksum stored with it: the first ``shown``
+    of each named, the rest counted. A store no logd of this version opened yet has no checksums to compare."""
+    if "crc" not in _columns(db, "nodes"):
+        return []
+    _with_checksum(db)
+    found: list[str] = []
+    values = db.execute("SELECT key, rev, crc, logd_crc(CAST(value AS BLOB)) FROM nodes "
+                        "WHERE crc IS NOT logd_crc(CAST(value AS BLOB))")
+    found += _named((str(value_damaged(key, rev, crc, computed)) for key, rev, crc, computed in values),
+                    shown, "values")
+    deltas = db.execute("SELECT number, ops_crc, logd_crc(CAST(ops AS BLOB)) FROM commits "
+                        "WHERE ops_crc IS NOT logd_crc(CAST(ops AS BLOB))")
+    found += _named((str(delta_damaged(number, crc, computed)) for number, crc, computed in deltas),
+                    shown, "deltas")
+    return found
+
+
+def _named(problems: Iterator[str], shown: int, what: str) -> list[str]:
+    """The first ``shown`` of ``problems``, then how many more there are."""
+    named = list(itertools.islice(problems, shown))
+    more = sum(1 for _ in problems)
+    return named + ([f"and {more} more {what} that do not match their checksums"] if more else [])
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _with_checksum(db: sqlite3.Connection) -> None:
+    """Make :func:`~retain.logd.checksums.checksum_bytes` callable in SQL on ``db`` as ``logd_crc(CAST(text AS
+    BLOB))``: SQLite has no CRC-32 of its own, and a migration or a check computes one per row."""
+    db.create_function("logd_crc", 1, checksum_bytes, deterministic=True)
+
+
+def _migrate(db: sqlite3.Connection, path: str) -> None:
+    """Step a store an older retain made forward to :data:`SCHEMA_VERSION`, in one transaction; refuse a newer
+    one. Version 1: each value and delta gets its checksum (``crc``, ``ops_crc``), computed from what is there."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        db.close()
+        raise StorageError(f"the store {path} has schema version {version}; this retain knows up to "
+                           f"{SCHEMA_VERSION}: upgrade retain")
+    if version == SCHEMA_VERSION:
+        return
+    _with_checksum(db)
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if "crc" not in _columns(db, "nodes"):
+            db.execute("ALTER TABLE nodes ADD COLUMN crc INTEGER")
+        if "ops_crc" not in _columns(db, "commits"):
+            db.execute("ALTER TABLE commits ADD COLUMN ops_crc INTEGER")
+        db.execute("UPDATE nodes SET crc = logd_crc(CAST(value AS BLOB)) WHERE value IS NOT NULL")
+        db.execute("UPDATE commits SET ops_crc = logd_crc(CAST(ops AS BLOB)) WHERE ops IS NOT NULL")
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def _delta(number: int, ops: str) -> tuple[Any, ...]:
