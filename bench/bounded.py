@@ -80,7 +80,7 @@ def busiest_tick(samples: list[tuple[float, list[int], list[int]]], slot: int, t
     """The most entries stream ``slot`` gained in any ``tick``-second window of the samples."""
     times = [t for t, _, _ in samples]
     most = 0
-    for index, (t, counts, _) in enumerate(samples):
+    for t, counts, _ in samples:
         start = max(0, bisect.bisect_left(times, t - tick) - 1)  # the sample at or just before t - tick
         most = max(most, counts[slot] - samples[start][1][slot])
     return most

@@ -293,7 +293,7 @@ def main() -> None:
     print(f"{'1,000-record patches, items/s':<34}{figures['bulk_items_per_s']:>14.0f}"
           f"{figures['raw_bulk_items_per_s']:>14.0f}{figures['bulk_items_per_s'] / figures['raw_bulk_items_per_s']:>9.2f}")
     print(f"{f'retain over {args.items} items, s':<34}{retain_s:>14.2f}{raw_s:>14.2f}{retain_s / raw_s:>9.2f}"
-          f"   (both deleted {min(deleted)}; each run: {', '.join(f'{p:.2f}/{r:.2f}' for p, r in zip(passes, raws))})")
+          f"   (both deleted {min(deleted)}; each run: {', '.join(f'{p:.2f}/{r:.2f}' for p, r in zip(passes, raws, strict=False))})")
     print(f"{'writes/s, one server':<34}{one:>14.0f}")
     print(f"{'writes/s, two servers':<34}{two:>14.0f}{'':>14}{two / one:>9.2f}")
     print(json.dumps({

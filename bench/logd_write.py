@@ -19,6 +19,7 @@ Prints a table, then one JSON line: {"ratio": store patches/s / raw inserts/s (n
 
 from __future__ import annotations
 
+from functools import partial
 import json
 import sqlite3
 import statistics
@@ -77,7 +78,7 @@ def patches(directory: Path, synchronous: str) -> tuple[float, float]:
     for round_index in range(ROUNDS):
         sides = [("store", through_store), ("raw", raw_inserts)]
         for side, function in sides[::-1] if round_index % 2 else sides:  # drift hits both alike
-            times[side].append(timed(lambda: function(round_index * PATCHES)))
+            times[side].append(timed(partial(function, round_index * PATCHES)))
     store.close()
     raw.close()
     return PATCHES / statistics.median(times["store"]), PATCHES / statistics.median(times["raw"])
@@ -106,7 +107,7 @@ def bulk_patches(directory: Path) -> tuple[float, float]:
     for round_index in range(ROUNDS):
         sides = [("store", through_store), ("raw", raw_executemany)]
         for side, function in sides[::-1] if round_index % 2 else sides:  # drift hits both alike
-            times[side].append(timed(lambda: function(round_index * BULK * BULK_PATCHES)))
+            times[side].append(timed(partial(function, round_index * BULK * BULK_PATCHES)))
     store.close()
     raw.close()
     records = BULK * BULK_PATCHES

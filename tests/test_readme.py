@@ -144,7 +144,7 @@ class TestDocdWalkthrough:
                                     stderr=subprocess.DEVNULL) for line in lines[:3]]
         try:
             for address in (f"127.0.0.1:{logd_port}", sock, f"127.0.0.1:{docd_port}"):
-                wait_for(lambda: _accepts(address), f"a server on {address}")
+                wait_for(lambda address=address: _accepts(address), f"a server on {address}")
             patch = subprocess.run(run + ["logd", "request", "-", "--connect", f"127.0.0.1:{logd_port}"],
                                    input='{patch: {ops: [{set: jobs.j1, value: {status: done, '
                                          'updatedAt: "2026-09-01T00:00:00Z"}}]}}', cwd=tmp_path, env=env,

@@ -101,7 +101,7 @@ def send_by_node(conn: Any, commands: Sequence[tuple[str, ...]], *, timeout: flo
                 node_answers = future.result()
             except REDIS_ERRORS as exc:
                 node_answers = [exc] * len(indexes)
-        for index, answer in zip(indexes, node_answers):
+        for index, answer in zip(indexes, node_answers, strict=True):
             answers[index] = answer
             moved = moved or (isinstance(answer, redis.exceptions.ResponseError)
                               and str(answer).startswith(("MOVED", "ASK")))

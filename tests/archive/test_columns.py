@@ -40,7 +40,7 @@ class TestTheColumns:
         """Every entry comes back byte for byte, whichever column holds it, as bytes and as text."""
         entries = flat(pairs_per_entry)
         table = entries_table([chunk_arrays(entries)], "k")
-        expected = [(entry_id, dict(zip(fields[::2], fields[1::2]))) for entry_id, fields in entries]
+        expected = [(entry_id, dict(zip(fields[::2], fields[1::2], strict=False))) for entry_id, fields in entries]
         assert list(entries_of(table, None)) == expected
         decoded = [(entry_id.decode(), {name.decode(): value.decode("utf-8", "replace") for name, value in pairs.items()})
                    for entry_id, pairs in expected]

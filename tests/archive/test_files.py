@@ -189,7 +189,7 @@ class TestEncodeRuns:
         runs = flat_runs(runs)
         together = encode_runs(runs)
         assert len(together) == len(runs)
-        for (stream, entries), made in zip(runs, together):
+        for (stream, entries), made in zip(runs, together, strict=False):
             alone = file_of([entries], stream=stream)
             assert (made.first, made.last, made.count, json.loads(made.stats)) == \
                 (alone.first, alone.last, alone.count, json.loads(alone.stats))

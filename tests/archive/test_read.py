@@ -110,7 +110,7 @@ class TestReadArrow:
         rows = [row for batch in batches for row in batch.to_pylist()]
         expected = list(read(redis_conn, stream, archive, start, end, count=37))
         assert [row["id"].encode() for row in rows] == [entry_id for entry_id, _ in expected]
-        for row, (_, fields) in zip(rows, expected):
+        for row, (_, fields) in zip(rows, expected, strict=False):
             pairs = row["fields_binary"] if row["fields"] is None else [(k, v.encode()) for k, v in row["fields"]]
             assert {name.encode(): value for name, value in pairs} == fields
             assert row["ts"].timestamp() * 1000 == row["ms"]

@@ -121,15 +121,15 @@ def deltalake_pyarrow(archive: Archive, key: str) -> list[dict[str, Any]]:
 
 
 def duckdb_dataset(archive: Archive, key: str) -> list[dict[str, Any]]:
-    dataset = DeltaTable(uri(archive), storage_options=archive.location.storage_options).to_pyarrow_dataset()
+    dataset = DeltaTable(uri(archive), storage_options=archive.location.storage_options).to_pyarrow_dataset()  # noqa: F841 -- read by name below
     relation = duckdb.sql("SELECT * FROM dataset WHERE stream = $key", params={"key": key})
-    return [dict(zip(relation.columns, row)) for row in relation.fetchall()]
+    return [dict(zip(relation.columns, row, strict=False)) for row in relation.fetchall()]
 
 
 def duckdb_hive(archive: Archive, key: str) -> list[dict[str, Any]]:
     relation = duckdb.sql("SELECT * FROM read_parquet($files, hive_partitioning = true) WHERE stream = $key",
                           params={"files": files_of(archive), "key": key})
-    return [dict(zip(relation.columns, row)) for row in relation.fetchall()]
+    return [dict(zip(relation.columns, row, strict=False)) for row in relation.fetchall()]
 
 
 READERS: dict[str, Callable[[Archive, str], list[dict[str, Any]]]] = {

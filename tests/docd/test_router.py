@@ -146,7 +146,7 @@ class TestRouteRetain:
         sent = {request.owner.name: request for request in plan.requests}
         assert len(sent) == len(plan.requests)  # one request per owner
         assert sum(len(request.request["retain"]["what"]) for request in plan.requests) == len(rules)
-        for rule, routed, path in zip(rules, plan.rules, paths):
+        for rule, routed, path in zip(rules, plan.rules, paths, strict=True):
             owner = sent[routed.owner].owner
             assert routed.path == rule["path"]
             assert owner.name == (table.owner(path.parent).name if table.owner(path.parent) else "logd")

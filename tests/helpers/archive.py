@@ -57,13 +57,13 @@ def archived_ids(archive: Archive, stream: Stream) -> list[tuple[int, int]]:
     if archive.version < 0:
         return []
     actions = pa.table(table_of(archive).get_add_actions(flatten=True))
-    paths = sorted((path for path, key in zip(actions.column("path").to_pylist(), keys_of(actions))
+    paths = sorted((path for path, key in zip(actions.column("path").to_pylist(), keys_of(actions), strict=False)
                     if key == stream.key), key=_first)
     rows: list[tuple[int, int]] = []
     for path in paths:
         data = bytes(obstore.get(archive.store, path).bytes())
         table = pq.read_table(pa.BufferReader(data), columns=["ms", "seq"])
-        rows += zip(table.column("ms").to_pylist(), table.column("seq").to_pylist())
+        rows += zip(table.column("ms").to_pylist(), table.column("seq").to_pylist(), strict=False)
     return rows
 
 
@@ -87,7 +87,7 @@ def _files(table: DeltaTable) -> list[tuple[str, str]]:
     actions = pa.table(table.get_add_actions(flatten=True))
     if not actions.num_rows:
         return []
-    return list(zip(actions.column("path").to_pylist(), keys_of(actions)))
+    return list(zip(actions.column("path").to_pylist(), keys_of(actions), strict=False))
 
 
 def keys_of(actions: pa.Table) -> list[str]:

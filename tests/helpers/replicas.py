@@ -59,7 +59,7 @@ class ReplicaSet:
 
         for number, process in enumerate(self.processes):
             log = self.logs / f"{self.name}-{self._numbers[number]}.log"
-            wait_for(lambda: "retention driver started" in log.read_text(), f"replica {number} to start",
+            wait_for(lambda log=log: "retention driver started" in log.read_text(), f"replica {number} to start",
                      timeout=60, child=process)
 
     def alive(self) -> bool:
@@ -179,7 +179,7 @@ class Lengths:
                 except Exception:  # noqa: BLE001 - a node frozen by the test: sample again
                     continue
                 self.samples += 1
-                for key, length in zip(keys, lengths):
+                for key, length in zip(keys, lengths, strict=True):
                     if not isinstance(length, int):
                         continue
                     self.high[key] = max(self.high[key], length)

@@ -13,7 +13,7 @@ import threading
 import httpx
 import pytest
 
-from retain.errors import StorageError
+from retain.errors import ServerUnavailable, StorageError
 from retain.logd import Client, ServerThread
 from retain.logd.server import INLINE_READ_RECORDS
 from retain.servers import free_port
@@ -160,7 +160,7 @@ class TestTimeouts:
         with Client(quick.address) as watcher, Client(quick.address) as writer:
             watcher.watch("jobs")
             # The writer's own connection idles past the timeout between requests: reconnect to write.
-            with pytest.raises(Exception):
+            with pytest.raises(ServerUnavailable, match="closed the connection"):
                 _wait_closed(writer)
             with Client(quick.address) as late:
                 late.patch([{"set": "jobs.j1", "value": 1}])

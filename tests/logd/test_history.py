@@ -137,7 +137,7 @@ class TestCompactionInSteps:
                            settings=Settings(synchronous="off", cutoff=timedelta(hours=1), tiers=()))
         events: list[str] = []
         for step in ("move_boundary", "prune"):  # each step of the compaction noted as it runs
-            def noted(*args, step=step, run=getattr(store.backend, step)):
+            def noted(*args, step=step, run=getattr(store.backend, step)):  # noqa: B008 -- bound per step on purpose
                 events.append(step)
                 return run(*args)
             monkeypatch.setattr(store.backend, step, noted)

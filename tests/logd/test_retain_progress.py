@@ -188,7 +188,7 @@ class TestServedUnderAWriterProcess:
                     answer = logd.request({"retain": {"now": NOW, "batch": 8, "author": AUTHOR,
                                                       "what": [RULE]}})["result"]["retain"]
                 # The writer logs in commit order: once it logged past the pass, it logged all it wrote during it.
-                wait_for(lambda: any(commit > answer["commit"] for commit, _, _ in writes()),
+                wait_for(lambda answer=answer: any(commit > answer["commit"] for commit, _, _ in writes()),
                          what="the writer's writes past the pass", timeout=60.0, child=process)
                 check_progress(store.backend.commits(begun + 1, (0,)), RULE, NOW, initial, writes(), begun,
                                answer["commit"], AUTHOR)

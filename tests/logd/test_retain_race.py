@@ -117,7 +117,7 @@ class TestRacingWritersOverTheWire:
                 deletes[record.number] = [op["delete"].removeprefix("jobs.") for op in record.ops]
         assert sum(answer["deleted"] for _, answer in passes) == sum(map(len, deletes.values()))
         resets = [reset for reset, _ in passes] + [store.head + 1]
-        for reset, following in zip(resets, resets[1:]):
+        for reset, following in zip(resets, resets[1:], strict=False):
             for commit in (commit for commit in deletes if reset < commit < following):
                 for job in deletes[commit]:
                     # the job as last acknowledged before its delete: the reset's, or a writer's after it

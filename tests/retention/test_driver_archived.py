@@ -189,9 +189,9 @@ class TestFoldThroughTheDriver:
                                               (plain, MaxLen(50, approx=False))], archive=archive)
         folded = 0
         with Producers(redis_server, [stream, plain]) as producers:
-            for beat in range(10):
+            for _ in range(10):
                 target = producers.count(stream) + 120
-                wait_for(lambda: producers.count(stream) >= target, "the producer to append a batch")
+                wait_for(lambda target=target: producers.count(stream) >= target, "the producer to append a batch")
                 report = driver.sweep()
                 assert report.ok, report.failures
                 assert set(report.removed_by) == {stream.key, plain.key} and set(report.folded_by) == {stream.key}

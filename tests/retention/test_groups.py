@@ -154,7 +154,7 @@ class TestProtectLive:
         for second in range(1, 40, 3):
             now = datetime.fromtimestamp(BASE_MS / 1000 + second, UTC)
             redis_conn.xadd(key, {"i": str(second)}, id=f"{BASE_MS + second * 1000}-0")
-            RetentionDriver(redis_conn, [entry], clock=lambda: now, replicas=SOLO).sweep()
+            RetentionDriver(redis_conn, [entry], clock=lambda now=now: now, replicas=SOLO).sweep()
             oldest = StreamId.parse(_ids(redis_conn, key)[0])
             assert oldest.ms >= BASE_MS + (second - 10) * 1000
 

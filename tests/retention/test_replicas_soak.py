@@ -62,7 +62,7 @@ def check(conn, archive: Archive, keys: list[str], archived: int, producers: Pro
         acknowledged = producers.ids(key)
         if number < archived:
             merged = [ms_of(entry_id) for entry_id, _ in read(conn, RawKey(key), archive, count=500)]
-            assert all(earlier < later for earlier, later in zip(merged, merged[1:])), \
+            assert all(earlier < later for earlier, later in zip(merged, merged[1:], strict=False)), \
                 f"{key}: the merge-read is out of order, or repeats an id"
             assert set(map(ms_of, acknowledged)) <= set(merged), f"{key}: the merge-read lost an acknowledged id"
         else:

@@ -153,7 +153,7 @@ def ls_command(pattern: str, policy_path: str | None, as_json: bool, target: Red
               report.window.describe() if report.window is not None else "-") for report in reports]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     for row in rows:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
 
 
 @streams.command("info")

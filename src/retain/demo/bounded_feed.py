@@ -54,7 +54,7 @@ def bounded_feed(server: RedisServer, console: Console) -> None:
         with driver:
             try:
                 producer.start()
-                for sample in range(1, SAMPLES + 1):
+                for _ in range(SAMPLES):
                     time.sleep(PRODUCE_FOR / SAMPLES)
                     length = conn.xlen(feed.key)
                     peak = max(peak, length)

@@ -31,7 +31,7 @@ Observe = Callable[[str, str, float], None]
 async def fan_out(plan: Fanout, call: Call) -> dict[str, Any]:
     """Send every owner its request at once, wait for all of them, answer the rules in the order sent."""
     answers = await asyncio.gather(*(call(sent.owner, sent.request) for sent in plan.requests))
-    return answer_retain(plan, {sent.owner.name: answer for sent, answer in zip(plan.requests, answers)})
+    return answer_retain(plan, {sent.owner.name: answer for sent, answer in zip(plan.requests, answers, strict=True)})
 
 
 class Owners:

@@ -225,7 +225,7 @@ def _retain(body: dict[str, Any], table: MountTable, now: datetime) -> Fanout:
     now_text = body["now"] if checked.now is not None else format_rfc3339(now)  # the caller's own words, else docd's
     by_owner: dict[str, tuple[Owner, list[dict[str, Any]]]] = {}
     routes = []
-    for index, (rule, parsed) in enumerate(zip(body["what"], checked.rules)):
+    for index, (rule, parsed) in enumerate(zip(body["what"], checked.rules, strict=True)):
         container = parsed.container
         owner = Owner.of(table, table.owner(container))
         try:

@@ -113,12 +113,12 @@ def plan_bulk(view: View, schema: Schema, where: Places, latest_absent: LatestAb
     if len(texts) != len(records) or any(text in texts for parent in where.parents for text in _up_to(parent)):
         return None  # two ops on one place, or one inside another's: the draft orders them
     found, absent = _parents_and_absent(view, latest_absent, where.parent_keys, where.keys)
-    for names, row in zip(where.parents.values(), found):
+    for names, row in zip(where.parents.values(), found, strict=False):
         if row is None or row.kind != MAP or not names.isdisjoint(leaves(row)):
             return None  # no map there, or a leaf of that name to replace
     rows: list[Row] = []
     pieces: list[str] = []
-    for (text, value), key in zip(records, where.keys):
+    for (text, value), key in zip(records, where.keys, strict=False):
         written = _records(key, value, rows)
         if written is None:
             return None  # a value the tree cannot hold: the draft says why
@@ -147,7 +147,7 @@ def _parents_and_absent(view: View, latest_absent: LatestAbsent, parents: list[s
     read (a round trip to a database server saved per patch)."""
     if view.scope == BASELINE:
         latest, absent = latest_absent(BASELINE, parents, keys, view.at)
-        return [visible(key, row) for key, row in zip(parents, latest)], absent
+        return [visible(key, row) for key, row in zip(parents, latest, strict=False)], absent
     # A scope's view of a record reads the baseline's version and the ancestors' too: the view reads those.
     return [view.row(key) for key in parents], latest_absent(view.scope, (), keys, view.at)[1]
 

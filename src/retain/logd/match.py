@@ -41,7 +41,7 @@ def matches(pattern: Any, value: Any) -> bool:
             name in value and matches(sub, value[name]) for name, sub in pattern.items())
     if isinstance(pattern, list):
         return isinstance(value, list) and len(value) == len(pattern) and all(
-            matches(sub, item) for sub, item in zip(pattern, value))
+            matches(sub, item) for sub, item in zip(pattern, value, strict=True))
     if isinstance(pattern, bool) or isinstance(value, bool):
         return type(pattern) is type(value) and pattern == value
     if isinstance(value, (dict, list)):

@@ -116,7 +116,7 @@ ROOT = Path(())
 
 
 #: a path of names only (``jobs.j1.status``), the common case, read in one match and one split
-NAMES = re.compile(r"[A-Za-z0-9_:@+~-]{1,%d}(?:\.[A-Za-z0-9_:@+~-]{1,%d}){0,%d}" % (MAX_KEY, MAX_KEY, MAX_SEGMENTS - 1))
+NAMES = re.compile(rf"[A-Za-z0-9_:@+~-]{{1,{MAX_KEY}}}(?:\.[A-Za-z0-9_:@+~-]{{1,{MAX_KEY}}}){{0,{MAX_SEGMENTS - 1}}}")
 
 
 def parse(text: str) -> Path:
@@ -171,34 +171,37 @@ def _parse(text: object) -> Path:
     segments: list[Segment] = []
     position = 0
     while position < len(text):
-        char = text[position]
-        if char == "(":
-            close = _closing(text, position, ")")
-            inner = text[position + 1:close]
-            segments.append(Wild("key") if inner == "*" else Key(_name(text, inner, position + 1, "key")))
-            position = close + 1
-        elif char == "[":
-            close = _closing(text, position, "]")
-            inner = text[position + 1:close]
-            segments.append(Wild("index") if inner == "*" else Index(_index(text, inner, position + 1)))
-            position = close + 1
-        else:
-            if segments:
-                if char != ".":
-                    raise InvalidPath(f"path {text!r} at position {position}: expected '.', '(' or '[' "
-                                      f"after a segment (got {char!r})")
-                position += 1
-            end = position
-            while end < len(text) and text[end] not in ".([":
-                end += 1
-            name = text[position:end]
-            segments.append(Wild("field") if name == "*" else Field(_name(text, name, position, "name")))
-            position = end
+        segment, position = _segment(text, position, first=not segments)
+        segments.append(segment)
         if len(segments) > MAX_SEGMENTS:
             raise InvalidPath(f"path {text[:40]!r}...: more than {MAX_SEGMENTS} segments")
     if isinstance(segments[0], (Key, Index)) or segments[0] == Wild("key") or segments[0] == Wild("index"):
         raise InvalidPath(f"path {text!r}: the first segment must be a name (the root is a map)")
     return Path(tuple(segments))
+
+
+def _segment(text: str, position: int, *, first: bool) -> tuple[Segment, int]:
+    """The segment of ``text`` that starts at ``position`` (a ``(key)``, an ``[index]``, or a name after its
+    ``.`` unless ``first``), and where the next one starts."""
+    char = text[position]
+    if char == "(":
+        close = _closing(text, position, ")")
+        inner = text[position + 1:close]
+        return (Wild("key") if inner == "*" else Key(_name(text, inner, position + 1, "key"))), close + 1
+    if char == "[":
+        close = _closing(text, position, "]")
+        inner = text[position + 1:close]
+        return (Wild("index") if inner == "*" else Index(_index(text, inner, position + 1))), close + 1
+    if not first:
+        if char != ".":
+            raise InvalidPath(f"path {text!r} at position {position}: expected '.', '(' or '[' "
+                              f"after a segment (got {char!r})")
+        position += 1
+    end = position
+    while end < len(text) and text[end] not in ".([":
+        end += 1
+    name = text[position:end]
+    return (Wild("field") if name == "*" else Field(_name(text, name, position, "name"))), end
 
 
 def _closing(text: str, start: int, close: str) -> int:

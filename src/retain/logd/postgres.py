@@ -720,8 +720,7 @@ class PostgresBackend(_Reads):
 
     @_translated_iter
     def commits(self, first: int, scopes: Sequence[int]) -> Iterator[CommitRecord]:
-        for record in self._commit_pages(first, list(scopes)):
-            yield record
+        yield from self._commit_pages(first, list(scopes))
 
     def _commit_pages(self, first: int, scopes: list[int] | None, page: int = 1000) -> Iterator[CommitRecord]:
         """Commits numbered ``first`` and later in order (of ``scopes``, None: every scope), a page per query."""
@@ -731,9 +730,9 @@ class PostgresBackend(_Reads):
             rows = db.execute("SELECT number, time, author, scope, ops, ops_crc FROM commits "
                               f"WHERE number >= %(first)s {where}ORDER BY number LIMIT %(page)s",
                               {"first": first, "scopes": scopes, "page": page}).fetchall()
-            for number, time, author, scope, ops, ops_crc in rows:
+            for number, at, author, scope, ops, ops_crc in rows:
                 verify_delta(int(number), ops, ops_crc)
-                yield CommitRecord(int(number), float(time), author, scope,
+                yield CommitRecord(int(number), float(at), author, scope,
                                    None if ops is None else tuple(json.loads(ops)))
             if len(rows) < page:
                 return

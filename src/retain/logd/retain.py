@@ -280,7 +280,7 @@ class _Read:
             return session.store._delete_items(session, self.rule.container, batch, self.rule.test, author=author,
                                                since=since, beneath=beneath)
         paths = [self.rule.item(name) for name, _ in batch]
-        precondition = {path: item_pattern(self.rule, stamp) for path, (_, stamp) in zip(paths, batch)}
+        precondition = {path: item_pattern(self.rule, stamp) for path, (_, stamp) in zip(paths, batch, strict=True)}
         try:
             return session.patch([Delete(path) for path in paths], precondition=precondition, author=author)
         except PreconditionFailed:

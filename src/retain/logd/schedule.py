@@ -187,7 +187,7 @@ def reasked(answer: dict[str, Any], sent: Sequence[int]) -> tuple[int, ...]:
     rules = body.get("rules") if isinstance(body, dict) else None
     if not isinstance(rules, list):
         return ()
-    return tuple(index for index, rule in zip(sent, rules) if isinstance(rule, dict) and rule.get("skipped"))
+    return tuple(index for index, rule in zip(sent, rules, strict=False) if isinstance(rule, dict) and rule.get("skipped"))
 
 
 def schedule_beat(schedule: RetainSchedule, address: Address, *,

@@ -47,7 +47,7 @@ class Rule:
     def applies_to(self, path: Path) -> bool:
         if len(path.segments) != len(self.pattern.segments):
             return False
-        return all(_segment_matches(want, got) for want, got in zip(self.pattern.segments, path.segments))
+        return all(_segment_matches(want, got) for want, got in zip(self.pattern.segments, path.segments, strict=True))
 
     def to_document(self) -> Any:
         doc: dict[str, Any] = {}

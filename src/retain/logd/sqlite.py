@@ -566,11 +566,11 @@ class SqliteBackend(_Reads):
     @_translated_iter
     def commits(self, first: int, scopes: Sequence[int]) -> Iterator[CommitRecord]:
         marks = ",".join("?" * len(scopes))
-        for number, time, author, scope, data, ops_crc in self._db.execute(
+        for number, at, author, scope, data, ops_crc in self._db.execute(
                 f"SELECT number, time, author, scope, CAST(ops AS BLOB), ops_crc FROM commits WHERE number >= ? "
                 f"AND scope IN ({marks}) ORDER BY number", (first, *scopes)):
             ops = decoded_delta(number, data, ops_crc)
-            yield CommitRecord(number, time, author, scope, None if ops is None else _delta(number, ops))
+            yield CommitRecord(number, at, author, scope, None if ops is None else _delta(number, ops))
 
     @_translated
     def meta(self, name: str) -> str | None:

@@ -52,7 +52,7 @@ class Part:
             self.beneath + beneath
         if joined:
             parts = joined.split(_ITEMS)
-            pairs = list(zip(parts[0::2], parts[1::2]))
+            pairs = list(zip(parts[0::2], parts[1::2], strict=False))
             if parts[0::2] != sorted(parts[0::2]):
                 pairs.sort()  # the scan is in key order, and the batches go in key order
             self.expired += pairs

@@ -100,7 +100,7 @@ def parse_groups(answer: Any) -> tuple[GroupState, ...]:
     groups = []
     for item in answer or ():
         if not isinstance(item, Mapping):
-            item = dict(zip(item[::2], item[1::2]))
+            item = dict(zip(item[::2], item[1::2], strict=False))
         fields = {_text(name): value for name, value in item.items()}
         lag = fields.get("lag")
         try:
@@ -219,7 +219,7 @@ class PendingCounter:
         """Per affected group, ``XPENDING key group <low> (<first> COUNT <pending>``."""
         commands: list[tuple[str, ...]] = []
         self._firsts: dict[str, str] = {}
-        for key, answer in zip(self._affected(seen), answers):
+        for key, answer in zip(self._affected(seen), answers, strict=False):
             if isinstance(answer, BaseException):
                 continue
             first = _text(answer[0][0]) if answer else None
@@ -235,7 +235,7 @@ class PendingCounter:
                answers: Sequence[Any]) -> dict[tuple[str, str], GroupTrim]:
         """What each group lost this beat: undelivered from the lag, pending from the second step's answers."""
         pending: dict[tuple[str, str], int] = {}
-        for command, answer in zip(commands, answers):
+        for command, answer in zip(commands, answers, strict=True):
             key, name = command[1], command[2]
             if isinstance(answer, BaseException):
                 continue

@@ -497,7 +497,7 @@ class LeaseBook:
         takeovers: list[Takeover] = []
         released: list[int] = []
         with self._lock:
-            for command, answer in zip(commands, answers):
+            for command, answer in zip(commands, answers, strict=True):
                 shard = self._shard_of_lease[command[1]]
                 if command[0] == "DEL":
                     self._held.pop(shard, None)
@@ -592,7 +592,7 @@ def _membership_ends(answer: Any) -> dict[str, float] | None:
         return None
     if answer and isinstance(answer[0], (list, tuple)):
         return {_text(member): float(score) for member, score in answer}
-    return {_text(member): float(score) for member, score in zip(answer[::2], answer[1::2])}
+    return {_text(member): float(score) for member, score in zip(answer[::2], answer[1::2], strict=False)}
 
 
 def _shards(shards: Sequence[int]) -> str:

@@ -132,7 +132,7 @@ class PlainTrims:
             if self.blob is not None and self.blob[0] is layout:
                 return self.blob[1]
             parts = []
-            for command, same in zip(commands, fixed):
+            for command, same in zip(commands, fixed, strict=False):
                 packed = cache.get(command)
                 if packed is None:
                     packed = b"".join(connection.pack_command(*command))
@@ -190,9 +190,9 @@ class PlainTrims:
         """One trim a stream, no error: every kind of answer is a slice of ``answers``."""
         step, keys = layout.step, layout.keys
         offset = 2 if self.track_groups else 0
-        beat = PlainBeat(removed_by=dict(zip(keys, answers[offset::step])))
+        beat = PlainBeat(removed_by=dict(zip(keys, answers[offset::step], strict=False)))
         if self.measure_lengths:
-            beat.lengths = dict(zip(keys, answers[offset + 1::step]))
+            beat.lengths = dict(zip(keys, answers[offset + 1::step], strict=False))
         if self.track_groups:
             found = answers[0::step]
             with_groups = [index for index, answer in enumerate(found) if answer]

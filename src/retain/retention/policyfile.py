@@ -57,6 +57,7 @@ that were meant to fold first and would not. ``docs/policy.md`` describes every 
 
 from __future__ import annotations
 
+from functools import partial
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -233,39 +234,7 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
         raise InvalidPolicy(f"{source}: declares no streams: add one [[stream]] table per stream "
                             "(queue and name, or key; and maxlen, max_age, min_id or max_bytes)")
     archive = _archive(document, where)
-    entries: list[StreamPolicy] = []
-    patterns: list[StreamPattern] = []
-    seen: dict[str, int] = {}
-    ages: dict[str, timedelta] = {}
-    for number, table in enumerate(tables, start=1):
-        here = where.entry("stream", number, _label(table))
-        if "pattern" in table:
-            pattern = _pattern_entry(table, here)
-            if pattern.pattern in seen:
-                raise InvalidPolicy(f"{here}: repeats the pattern of [[stream]] #{seen[pattern.pattern]}: "
-                                    "one window per pattern")
-            if pattern.archive and archive is None:
-                raise InvalidPolicy(f"{here.field('archive')}: true needs an archive to fold into: "
-                                    'add archive = "file:///var/lib/retain" at the top of the file')
-            seen[pattern.pattern] = number
-            patterns.append(pattern)
-            continue
-        if "rescan" in table:
-            raise InvalidPolicy(f"{here.field('rescan')}: applies to a pattern entry only: it is how often the "
-                                "streams matching it are looked for again")
-        entry = _stream_entry(table, prefix, here)
-        if "archive_max_age" in table:
-            if not entry.archive:
-                raise InvalidPolicy(f"{here.field('archive_max_age')}: applies to a stream with archive = true: "
-                                    "it is how long the archive keeps its rows")
-            ages[entry.key] = _fields.duration(table["archive_max_age"], "archive_max_age", here)
-        if entry.key in seen:
-            raise InvalidPolicy(f"{here}: repeats the stream of [[stream]] #{seen[entry.key]}: one window per stream")
-        if entry.archive and archive is None:
-            raise InvalidPolicy(f"{here.field('archive')}: true needs an archive to fold into: "
-                                'add archive = "file:///var/lib/retain" (or an [archive] table) at the top of the file')
-        seen[entry.key] = number
-        entries.append(entry)
+    entries, patterns, ages = _declared(tables, prefix, archive is not None, where)
     if archive is not None and not any(entry.archive for entry in entries) and \
             not any(pattern.archive for pattern in patterns):
         raise InvalidPolicy(f"{where.field('archive')}: no [[stream]] sets archive = true, so nothing would be "
@@ -277,6 +246,52 @@ def parse_policy(text: str, source: str = "<string>") -> PolicyFile:
     return PolicyFile(source=source, policy=Policy([*entries, *patterns]), tick=tick,
                       url=_url(document, where), cluster=_fields.boolean(document, "cluster", where, default=False),
                       archive=archive, replicas=_replicas(document, tick, where))
+
+
+def _declared(tables: list[dict[str, Any]], prefix: str, archived: bool,
+              where: Where) -> tuple[list[StreamPolicy], list[StreamPattern], dict[str, timedelta]]:
+    """The ``[[stream]]`` tables: (the streams, the patterns, each archived stream's archive_max_age); one window
+    per stream and per pattern, and ``archive = true`` only with an archive to fold into (``archived``)."""
+    entries: list[StreamPolicy] = []
+    patterns: list[StreamPattern] = []
+    seen: dict[str, int] = {}
+    ages: dict[str, timedelta] = {}
+    for number, table in enumerate(tables, start=1):
+        here = where.entry("stream", number, _label(table))
+        if "pattern" in table:
+            pattern = _pattern_entry(table, here)
+            if pattern.pattern in seen:
+                raise InvalidPolicy(f"{here}: repeats the pattern of [[stream]] #{seen[pattern.pattern]}: "
+                                    "one window per pattern")
+            if pattern.archive and not archived:
+                raise InvalidPolicy(f"{here.field('archive')}: true needs an archive to fold into: "
+                                    'add archive = "file:///var/lib/retain" at the top of the file')
+            seen[pattern.pattern] = number
+            patterns.append(pattern)
+            continue
+        entry = _declared_stream(table, prefix, here, ages)
+        if entry.key in seen:
+            raise InvalidPolicy(f"{here}: repeats the stream of [[stream]] #{seen[entry.key]}: one window per stream")
+        if entry.archive and not archived:
+            raise InvalidPolicy(f"{here.field('archive')}: true needs an archive to fold into: "
+                                'add archive = "file:///var/lib/retain" (or an [archive] table) at the top of the file')
+        seen[entry.key] = number
+        entries.append(entry)
+    return entries, patterns, ages
+
+
+def _declared_stream(table: dict[str, Any], prefix: str, here: Where, ages: dict[str, timedelta]) -> StreamPolicy:
+    """One stream's ``[[stream]]`` table (not a pattern's); its archive_max_age goes into ``ages``."""
+    if "rescan" in table:
+        raise InvalidPolicy(f"{here.field('rescan')}: applies to a pattern entry only: it is how often the "
+                            "streams matching it are looked for again")
+    entry = _stream_entry(table, prefix, here)
+    if "archive_max_age" in table:
+        if not entry.archive:
+            raise InvalidPolicy(f"{here.field('archive_max_age')}: applies to a stream with archive = true: "
+                                "it is how long the archive keeps its rows")
+        ages[entry.key] = _fields.duration(table["archive_max_age"], "archive_max_age", here)
+    return entry
 
 
 def check_policy(text: str, source: str = "<string>") -> tuple[str, ...]:
@@ -320,7 +335,7 @@ def check_policy(text: str, source: str = "<string>") -> tuple[str, ...]:
     for number, table in enumerate(tables if isinstance(tables, list) else [], start=1):
         if isinstance(table, dict):
             here = where.entry("stream", number, _label(table))
-            check(lambda: _pattern_entry(table, here) if "pattern" in table else _stream_entry(table, prefix, here))
+            check(partial(_pattern_entry, table, here) if "pattern" in table else partial(_stream_entry, table, prefix, here))
     if not problems:
         check(lambda: parse_policy(text, source).maintenance())
     return tuple(dict.fromkeys(problems))  # a field two checks read is named once
@@ -492,7 +507,7 @@ def _stream(table: dict[str, Any], prefix: str, where: Where) -> StreamRef | Raw
               "prefix": _fields.string(table, "prefix", where, default=prefix)}
     # StreamRef checks all three parts at once; probe each alone to name the field that is wrong.
     for part, probe in _PROBES.items():
-        _checked(lambda: probe(values[part]), where, part)
+        _checked(partial(probe, values[part]), where, part)
     return StreamRef(values["queue"], values["name"], values["prefix"])
 
 

@@ -85,7 +85,7 @@ def stream_status(conn: RedisLike, policy: Policy | Iterable[PolicyEntry], *, no
     policy = Policy.of(policy)
     rows = preview(conn, policy, now=now, archive=archive, fold_min_entries=1)
     statuses = []
-    for entry, row in zip(policy.entries, rows):
+    for entry, row in zip(policy.entries, rows, strict=False):
         if row.error is not None:
             statuses.append(StreamStatus(entry.key, entry.window, now, archived=row.archived, error=row.error))
             continue

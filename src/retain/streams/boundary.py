@@ -130,7 +130,7 @@ def _as_mapping(answer: Any) -> Mapping[Any, Any]:
     """``XINFO STREAM FULL`` as a mapping: RESP3 sends one, RESP2 a flat list of names and values."""
     if isinstance(answer, Mapping):
         return answer
-    return dict(zip(answer[::2], answer[1::2]))
+    return dict(zip(answer[::2], answer[1::2], strict=False))
 
 
 def _field(answer: Mapping[Any, Any], name: str) -> Any:
