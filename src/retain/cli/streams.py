@@ -13,10 +13,10 @@ import click
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from retain._redis import TlsFiles, redis_client, translate_errors
+from retain._redis import TlsFiles, translate_errors
 from retain.clock import utc_now
 from retain.daemon import Service, run_daemon
-from retain.errors import InvalidInput, InvalidPolicy, ServerUnavailable
+from retain.errors import InvalidPolicy, ServerUnavailable
 from retain.cli._common import (DEFAULT_REDIS_URL, URL_HELP, RedisTarget, connect, parse_instant, redis_url_option,
                                 tls_options)
 from retain.cli._ops import StreamsOps, http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
@@ -160,8 +160,9 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
         except InvalidPolicy as exc:
             raise click.BadParameter(str(exc).replace("[replicas] name", "the name"), param_hint="--replica") from None
     archive = policy_file.open_archive()
-    conn = _client(RedisTarget(url or policy_file.url or os.environ.get("RETAIN_REDIS_URL") or DEFAULT_REDIS_URL,
-                               policy_file.cluster, TlsFiles(tls_ca, tls_cert, tls_key)), policy_file.tick)
+    redis_url, source = _redis_url(url, policy_file)
+    conn = _client(RedisTarget(redis_url, policy_file.cluster, TlsFiles(tls_ca, tls_cert, tls_key), source),
+                   policy_file.tick)
     try:
         if dry_run:
             _dry_run(conn, policy_file, archive)
@@ -173,6 +174,19 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
         conn.close()
 
 
+def _redis_url(option: str | None, policy_file: PolicyFile) -> tuple[str, str]:
+    """The URL the daemon connects to and where it came from: --url, else the policy file's, else the
+    environment's, else the default."""
+    if option:
+        return option, "--url"
+    if policy_file.url:
+        return policy_file.url, f"url in {policy_file.source}"
+    from_environment = os.environ.get("RETAIN_REDIS_URL")
+    if from_environment:
+        return from_environment, "$RETAIN_REDIS_URL"
+    return DEFAULT_REDIS_URL, "--url"
+
+
 def _client(target: RedisTarget, tick: float) -> Any:
     # One retry covers a pooled connection gone stale; the driver's own backoff is the retry policy. A server
     # that stops answering (frozen, a network partition) fails a command after a few ticks instead of holding
@@ -180,11 +194,8 @@ def _client(target: RedisTarget, tick: float) -> Any:
     timeout = max(2.0, 2 * tick)
     options: dict[str, Any] = {"retry": Retry(NoBackoff(), 1), "socket_timeout": timeout,
                                "socket_connect_timeout": timeout}
-    try:
-        with translate_errors():
-            return redis_client(target.url, cluster=target.cluster, tls=target.tls, **options)
-    except InvalidInput as exc:
-        raise click.BadParameter(str(exc), param_hint="--url") from exc
+    with translate_errors():
+        return connect(target, **options)
 
 
 def _driver(conn: Any, policy_file: PolicyFile, archive: Archive | None, **options: Any) -> RetentionDriver:
