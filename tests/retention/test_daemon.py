@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -19,7 +20,9 @@ from retain.cli import main
 from retain.servers import free_port
 from retain.streams import StreamRef
 from tests.helpers.archive import archived_ids
+from tests.helpers.daemons import running
 from tests.helpers.streams import append
+from tests.helpers.waiting import wait_for
 
 RUN = "from retain.cli import main; main()"
 
@@ -297,3 +300,38 @@ class TestArchived:
         assert [entry_id for entry_id, _ in read(redis_conn, feed, Archive(archive_url))] == appended
         archived = archived_ids(Archive(archive_url), feed)
         assert len(archived) == len(set(archived)) == len(appended) - 10
+
+
+def _beats(metrics: str) -> float:
+    found = re.search(r"^retain_beats_total (\S+)$", metrics, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+class TestLogs:
+    """What `streams run` writes: JSON on every line with --log-format json; a quiet beat not at INFO."""
+
+    def test_json_on_every_line_with_redis_down(self, tmp_path):
+        """With Redis down, the first line (the driver starts anyway) is JSON like every other."""
+        policy = write_policy(tmp_path, f"redis://127.0.0.1:{free_port()}/0", FEED)
+        with running(["streams", "run", str(policy), "--log-format", "json"], tmp_path) as daemon:
+            pass
+        lines = daemon.log.read_text().splitlines()
+        events = [json.loads(line)["event"] for line in lines]  # raises on a line that is not JSON
+        assert any("the driver starts anyway" in event for event in events), lines
+
+    def test_once_summary_is_json(self, tmp_path, redis_server, redis_conn):
+        """--once --log-format json writes one JSON object per line on stdout, the beat's fields with it."""
+        append(redis_conn, FEED_KEY, 25)
+        result = invoke(str(write_policy(tmp_path, redis_server.url, FEED)), "--once", "--log-format", "json")
+        assert result.exit_code == 0, result.output
+        lines = [json.loads(line) for line in result.stdout.splitlines()]
+        assert any(line.get("removed") == 15 and "trims" in line for line in lines), lines
+        assert {"event": f"{FEED_KEY}  removed 15", "stream": FEED_KEY, "removed": 15} in lines
+
+    def test_a_beat_that_removed_nothing_is_not_logged_at_info(self, tmp_path, redis_server, redis_conn):
+        """Beats that change nothing log at DEBUG after the first (one INFO line a minute), not a line per tick."""
+        redis_conn.delete(FEED_KEY)
+        policy = write_policy(tmp_path, redis_server.url, FEED, tick=0.02)
+        with running(["streams", "run", str(policy)], tmp_path) as daemon:
+            wait_for(lambda: _beats(daemon.metrics()) >= 10, "ten beats")
+        assert daemon.log.read_text().count("beat at ") == 1, daemon.log.read_text()

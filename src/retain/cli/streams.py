@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
+import time
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -17,6 +19,7 @@ from retain._redis import TlsFiles, translate_errors
 from retain.clock import utc_now
 from retain.daemon import Service, run_daemon
 from retain.errors import InvalidPolicy, ServerUnavailable
+from retain.logs import configure_logging
 from retain.cli._common import (DEFAULT_REDIS_URL, URL_HELP, RedisTarget, connect, parse_instant, redis_url_option,
                                 tls_options)
 from retain.cli._ops import StreamsOps, http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
@@ -167,7 +170,8 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
         if dry_run:
             _dry_run(conn, policy_file, archive)
         elif once:
-            _once(_driver(conn, policy_file, archive, replicas=Replicas(enabled=False)))
+            configure_logging(log_format)  # a warning the beat logs (Redis down) is in the same format
+            _once(_driver(conn, policy_file, archive, replicas=Replicas(enabled=False)), log_format)
         else:
             _daemon(conn, policy_file, archive, address, readers, log_format)
     finally:
@@ -218,18 +222,25 @@ def _dry_run(conn: Any, policy_file: PolicyFile, archive: Archive | None) -> Non
         sys.exit(1)
 
 
-def _once(driver: RetentionDriver) -> None:
+def _once(driver: RetentionDriver, log_format: str) -> None:
     report = driver.sweep()
-    click.echo("one beat, taking no lease: every stream of the policy, whichever replica holds it")
-    click.echo(report.summary())
+    lines = [("one beat, taking no lease: every stream of the policy, whichever replica holds it", {}),
+             (report.summary(), _fields_of(report))]
     for key, removed in report.removed_by.items():
         if key in report.folded_by:
-            click.echo(f"{key}  folded {report.folded_by[key]}, W = {report.watermarks[key] or 'none'}, "
-                       f"removed {removed}")
+            lines.append((f"{key}  folded {report.folded_by[key]}, W = {report.watermarks[key] or 'none'}, "
+                          f"removed {removed}", {"stream": key, "folded": report.folded_by[key], "removed": removed,
+                                                 "watermark": report.watermarks[key]}))
         else:
-            click.echo(f"{key}  removed {removed}")
+            lines.append((f"{key}  removed {removed}", {"stream": key, "removed": removed}))
     for key, error in report.failures.items():
-        click.echo(f"{key}  {'fold failed, not trimmed' if key in report.fold_failures else 'failed'}: {error}")
+        lines.append((f"{key}  {'fold failed, not trimmed' if key in report.fold_failures else 'failed'}: {error}",
+                      {"stream": key, "error": type(error).__name__}))
+    for text, fields in lines:
+        if log_format == "json":  # one JSON object per line on stdout, the daemon's fields with each
+            click.echo(json.dumps({"event": text, **fields}, default=str))
+        else:
+            click.echo(text)
     if report.failures:
         sys.exit(1)
 
@@ -244,13 +255,31 @@ def _check_credentials(conn: Any, log: logging.Logger) -> None:
         log.warning("%s; the driver starts anyway and backs off until it answers", exc)
 
 
+class BeatLevel:
+    """The level a beat's log line takes: INFO when it changed something, else DEBUG but for one INFO line a
+    minute (``every`` seconds), so that a quiet daemon's log still shows it beats without a line per tick."""
+
+    def __init__(self, every: float = 60.0) -> None:
+        self.every = every
+        self._last_info: float | None = None
+
+    def of(self, report: SweepReport, now: float) -> int:
+        """The level for ``report``, logged at monotonic instant ``now``."""
+        if report.idle and self._last_info is not None and now - self._last_info < self.every:
+            return logging.DEBUG
+        self._last_info = now
+        return logging.INFO
+
+
 def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, address: tuple[str, int] | None,
             readers: Tokens | None, log_format: str) -> None:
+    configure_logging(log_format)  # before the first line (the credentials check's), not only in run_daemon
     log = logging.getLogger("retain.daemon")
     ops = StreamsOps(conn, policy_file, archive) if address is not None else None
+    level = BeatLevel()
 
     def on_report(report: SweepReport) -> None:
-        log.info(report.summary(), extra=_fields_of(report))
+        log.log(level.of(report, time.monotonic()), report.summary(), extra=_fields_of(report))
         if ops is not None:
             ops.on_report(report)
 
