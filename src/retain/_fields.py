@@ -145,7 +145,13 @@ def redis_url_problem(url: str) -> str | None:
 def seconds(value: Any, name: str, where: Where, *, example: str = "1.0", duration_example: str = "5s") -> float:
     """A positive span of time: a number of seconds, or a duration string (:mod:`retain.durations`)."""
     if isinstance(value, str):
-        return duration(value, name, where).total_seconds()
+        try:
+            return duration(value, name, where).total_seconds()
+        except InvalidInput as exc:
+            if "smallest unit" not in str(exc):
+                raise
+            # "1.5s": this field also takes a number of seconds, which may have a fraction
+            raise where.error(f"{exc}; or write the number of seconds: {name} = {value[:-1]}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         where.refuse(name, f"a positive number of seconds such as {example}, or a duration such as "
                            f"'{duration_example}'", value)
