@@ -335,3 +335,13 @@ class TestLogs:
         with running(["streams", "run", str(policy)], tmp_path) as daemon:
             wait_for(lambda: _beats(daemon.metrics()) >= 10, "ten beats")
         assert daemon.log.read_text().count("beat at ") == 1, daemon.log.read_text()
+
+
+class TestMetricsPage:
+    def test_no_created_series(self, tmp_path, redis_server, redis_conn):
+        """/metrics exports each counter and histogram once, with no *_created gauge beside it."""
+        with running(["streams", "run", str(write_policy(tmp_path, redis_server.url, FEED))], tmp_path) as daemon:
+            wait_for(lambda: _beats(daemon.metrics()) >= 1, "a beat")
+            page = daemon.metrics()
+        assert "retain_beats_total" in page
+        assert re.findall(r"^(?:# (?:HELP|TYPE) )?(\w+_created)\b", page, re.M) == []
