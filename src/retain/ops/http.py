@@ -32,7 +32,7 @@ __all__ = ["OpsServer", "ops_routes"]
 
 # A counter's or histogram's creation time is no series anyone graphs: without this every daemon's /metrics
 # exports each one again as a separate *_created gauge (a process-wide switch of prometheus_client).
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]

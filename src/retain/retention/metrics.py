@@ -55,7 +55,7 @@ BEAT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 
 # A counter's or histogram's creation time is no series anyone graphs: without this each one is exported
 # again as a separate *_created gauge.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
 
 
 class DriverMetrics:
