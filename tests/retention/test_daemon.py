@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -345,3 +346,18 @@ class TestMetricsPage:
             page = daemon.metrics()
         assert "retain_beats_total" in page
         assert re.findall(r"^(?:# (?:HELP|TYPE) )?(\w+_created)\b", page, re.M) == []
+
+
+class TestPortInUse:
+    def test_http_on_a_taken_port_names_the_address(self, tmp_path, redis_server):
+        """`streams run --http` on a port in use: one line naming the address (Python's own names none), exit 1."""
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            result = subprocess.run([sys.executable, "-c", RUN, "streams", "run",
+                                     str(write_policy(tmp_path, redis_server.url, FEED)), "--http", f"127.0.0.1:{port}"],
+                                    capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines()[-1] == (f"Error: retention driver cannot start: cannot listen on "
+                                                          f"127.0.0.1:{port}: the address is in use by another process")

@@ -18,20 +18,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import socket
 import stat
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from retain.errors import InvalidInput
+from retain.errors import InvalidInput, ServerStartError
 
-__all__ = ["DEFAULT_SOCKET_MODE", "HostPort", "StreamSockets", "bind_unix_socket", "set_nodelay"]
+__all__ = ["DEFAULT_SOCKET_MODE", "HostPort", "StreamSockets", "bind_unix_socket", "binding", "set_nodelay"]
 
 HostPort = tuple[str, int]  # a TCP address: (host, port)
 DEFAULT_SOCKET_MODE = 0o600
+
+
+@contextlib.contextmanager
+def binding(address: HostPort) -> Iterator[None]:
+    """A failed bind inside the block raised as :class:`~retain.errors.ServerStartError` naming ``address``
+    (Python's own message, ``[Errno 98] Address already in use``, names none), its OSError the cause."""
+    try:
+        yield
+    except OSError as exc:
+        host, port = address
+        shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        reason = "the address is in use by another process" if exc.errno == errno.EADDRINUSE else \
+            (exc.strerror or str(exc))
+        raise ServerStartError(f"cannot listen on {shown}: {reason}") from exc
 
 
 def set_nodelay(writer: asyncio.StreamWriter) -> None:
@@ -117,7 +132,8 @@ class StreamSockets:
     async def bind(self, listen: HostPort | None, socket_path: str | None) -> None:
         """Listen on TCP ``listen`` (port 0: any free one) and/or the Unix socket ``socket_path``."""
         if listen is not None:
-            server = await asyncio.start_server(self._serve, *listen, limit=2**20)
+            with binding(listen):
+                server = await asyncio.start_server(self._serve, *listen, limit=2**20)
             self.address = server.sockets[0].getsockname()[:2]
             self._servers.append(server)
         if socket_path is not None:
