@@ -165,5 +165,10 @@ class StreamSockets:
         set_nodelay(writer)
         try:
             await self.handler(reader, writer)
+        except asyncio.CancelledError:
+            # close() cancelled it: a normal end. Left to end cancelled, Python 3.11's start_server asks the task
+            # for its exception, which raises, and the loop prints a CancelledError traceback (docd's, at the end
+            # of `retain demo --postgres`, when a connection was closing as the server closed).
+            pass
         finally:
             self._connections.discard(task)
