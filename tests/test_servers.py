@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from retain.daemon import stop_signals_held
 from retain.errors import ServerStartError
 from retain.servers import PostgresServer, RedisCluster, RedisServer, SeaweedServer, ValkeyServer, find_postgres_bin, find_redis_server
 
@@ -197,3 +199,18 @@ class TestStopSignals:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+    @pytest.mark.parametrize("make", [RedisServer, PostgresServer], ids=["redis", "postgres"])
+    def test_a_server_started_with_the_stop_signals_held_blocks_none(self, make):
+        """Started inside a daemon's block of SIGINT and SIGTERM, the server's process blocks neither, and runs as
+        the user it would without the block (postgres as nobody under root)."""
+        with stop_signals_held():
+            server = make().start()
+        try:
+            status = Path(f"/proc/{server._child.process.pid}/status").read_text()
+            fields = dict(line.split(":", 1) for line in status.splitlines())
+            assert int(fields["SigBlk"], 16) == 0
+            expected_uid = 65534 if make is PostgresServer and os.geteuid() == 0 else os.geteuid()
+            assert int(fields["Uid"].split()[0]) == expected_uid
+        finally:
+            server.close()

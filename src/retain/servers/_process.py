@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import signal
@@ -88,19 +87,23 @@ def wait_listening(child: ChildProcess, host: str, port: int, ready: Callable[[]
 #: run in front of a server's argv when retain holds SIGTERM/SIGINT blocked (a daemon does, see
 #: retain.daemon): a child inherits the signal mask through fork and exec, and a server that cannot
 #: receive SIGTERM is killed only after stop()'s timeout. preexec_fn would do it in the child, but is
-#: unsafe in a process with threads; this small interpreter resets the mask, then execs the server
-#: (same pid), as subprocess's restore_signals does for the ignored SIGPIPE and SIGXFSZ.
+#: unsafe in a process with threads; this small interpreter resets the mask (and SIGPIPE and SIGXFSZ,
+#: as subprocess's restore_signals does), takes the server's user if it has one (argv[1], or ""), then
+#: execs the server: same pid.
 _DEFAULT_SIGNALS = ("import os, signal, sys\n"
                     "for number in (signal.SIGPIPE, signal.SIGXFSZ): signal.signal(number, signal.SIG_DFL)\n"
                     "signal.pthread_sigmask(signal.SIG_SETMASK, ())\n"
-                    "os.execvp(sys.argv[1], sys.argv[1:])")
+                    "if sys.argv[1]: os.setgroups([]); os.setgid(int(sys.argv[1])); os.setuid(int(sys.argv[1]))\n"
+                    "os.execvp(sys.argv[2], sys.argv[2:])")
 
 
-def _with_default_signals(argv: list[str]) -> list[str]:
+def _launcher(argv: list[str], user: int | None) -> tuple[list[str], int | None]:
+    """The argv to start and the user to start it as, so that the server runs as ``user`` with no signal blocked."""
     if not signal.pthread_sigmask(signal.SIG_BLOCK, ()):
-        return argv  # nothing blocked: the child starts with the default mask as it is
-    # The interpreter's real path: a venv's may sit where the unprivileged user a server runs as cannot reach.
-    return [os.path.realpath(sys.executable), "-I", "-S", "-c", _DEFAULT_SIGNALS, *argv]
+        return argv, user  # nothing blocked: the child starts with the default mask as it is
+    # The interpreter runs as retain's user (it may sit where ``user`` cannot reach it) and becomes ``user`` itself.
+    shim = [sys.executable, "-I", "-S", "-c", _DEFAULT_SIGNALS, "" if user is None else str(user)]
+    return [*shim, *argv], None
 
 
 class ChildProcess:
@@ -116,8 +119,10 @@ class ChildProcess:
         # ``user``: run as that uid (and its gid) -- a server that refuses root, started by root.
         # A process group of its own: a terminal's Ctrl-C goes to retain, which stops its servers itself
         # after what runs against them has stopped, instead of every server dying under its clients at once.
-        self.process = subprocess.Popen(_with_default_signals(argv), stdout=self._log_file, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, cwd=cwd, user=user, group=user, process_group=0)
+        launched, as_user = _launcher(argv, user)
+        self.process = subprocess.Popen(launched, stdout=self._log_file, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, cwd=cwd, user=as_user, group=as_user,
+                                        process_group=0)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -125,7 +130,7 @@ class ChildProcess:
     def listens(self, port: int) -> bool:
         """Whether this process itself (not another one) has a socket listening on ``port``."""
         try:
-            connections = psutil.Process(self.process.pid).net_connections(kind="inet")
+            connections = psutil.Process(self.process.pid).net_connections(kind="tcp")
         except psutil.Error:
             return False  # exited, or not ours to inspect: not (yet) listening
         return any(conn.status == psutil.CONN_LISTEN and conn.laddr.port == port for conn in connections)
