@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import signal
 import socket
@@ -361,3 +362,23 @@ class TestPortInUse:
         assert result.returncode == 1
         assert result.stderr.strip().splitlines()[-1] == (f"Error: retention driver cannot start: cannot listen on "
                                                           f"127.0.0.1:{port}: the address is in use by another process")
+
+
+class TestBeatLevel:
+    @staticmethod
+    def report(**fields):
+        from datetime import datetime, timezone
+
+        from retain.retention import SweepReport
+        return SweepReport(at=datetime(2026, 9, 12, tzinfo=timezone.utc), **{
+            "removed": 0, "calls": 1, "removed_by": {FEED_KEY: 0}, "failures": {}, **fields})
+
+    def test_an_idle_beat_is_debug_but_once_a_minute(self):
+        """The first beat is INFO; idle ones after it DEBUG until a minute passed; a beat that removed is INFO."""
+        from retain.cli.streams import _BeatLevel
+
+        level = _BeatLevel(every=60)
+        idle, busy = self.report(), self.report(removed=3, removed_by={FEED_KEY: 3})
+        assert idle.idle and not busy.idle
+        assert [level.of(idle, 0), level.of(idle, 30), level.of(busy, 31), level.of(idle, 90), level.of(idle, 91.5)] \
+            == [logging.INFO, logging.DEBUG, logging.INFO, logging.DEBUG, logging.INFO]

@@ -255,7 +255,7 @@ def _check_credentials(conn: Any, log: logging.Logger) -> None:
         log.warning("%s; the driver starts anyway and backs off until it answers", exc)
 
 
-class BeatLevel:
+class _BeatLevel:
     """The level a beat's log line takes: INFO when it changed something, else DEBUG but for one INFO line a
     minute (``every`` seconds), so that a quiet daemon's log still shows it beats without a line per tick."""
 
@@ -276,7 +276,7 @@ def _daemon(conn: Any, policy_file: PolicyFile, archive: Archive | None, address
     configure_logging(log_format)  # before the first line (the credentials check's), not only in run_daemon
     log = logging.getLogger("retain.daemon")
     ops = StreamsOps(conn, policy_file, archive) if address is not None else None
-    level = BeatLevel()
+    level = _BeatLevel()
 
     def on_report(report: SweepReport) -> None:
         log.log(level.of(report, time.monotonic()), report.summary(), extra=_fields_of(report))
