@@ -30,6 +30,10 @@ them on ``redis-server`` from PATH, Redis 7 in CI). Each run sets
 ``RETAIN_REDIS_SERVER`` to the binary, so every ``redis_server`` and
 ``redis_cluster`` fixture starts that server, and ``RETAIN_EXPECT_SERVER`` to
 its name, so a test proves which server the run was on.
+
+``test`` installs Debian's ``chromium`` with apt-get (as root, without recommended
+packages, saying so first) for the dashboard's browser test when no Chromium is
+found; ``RETAIN_NO_APT=1`` installs nothing and the browser test is skipped, saying why.
 """
 
 from __future__ import annotations
@@ -170,23 +174,34 @@ def bootstrap_pip() -> None:
         subprocess.check_call([str(PYTHON), f"{path}/pip", "install", "--quiet", str(path)])
 
 
+#: set (to anything) to keep dev.py from installing system packages: the browser test is then skipped
+NO_APT = "RETAIN_NO_APT"
+#: what ensure_chromium asks apt-get for: Chromium and what it depends on, none of what it merely recommends
+APT_CHROMIUM = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
+
+
 def ensure_chromium() -> None:
     """Debian's Chromium for the dashboard's browser test, installed with apt-get when missing and possible.
 
-    Only as root with apt-get (a fresh Debian or Ubuntu machine, CI); elsewhere the
+    Only as root with apt-get (a fresh Debian or Ubuntu machine, CI), never with
+    ``RETAIN_NO_APT`` set, and saying first what it installs and why; elsewhere the
     browser test says it was skipped and why. Never fatal: the rest of the suite runs.
     """
     if os.environ.get("RETAIN_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser"):
+        return
+    if os.environ.get(NO_APT):
+        print(f"dev.py: {NO_APT} is set: Chromium is not installed, and the dashboard's browser test will be "
+              "skipped", file=sys.stderr)
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         print("dev.py: no Chromium, and no root apt-get to install it: the dashboard's browser test will be "
               "skipped (install the chromium package to run it)", file=sys.stderr)
         return
-    print("dev.py: installing Debian's chromium for the dashboard's browser test (once; apt-get reports below)",
-          file=sys.stderr, flush=True)
+    print("dev.py: the dashboard's browser test needs a browser: installing Debian's chromium package and the "
+          f"libraries it depends on (no recommended packages) with `{' '.join(APT_CHROMIUM)}`, once. "
+          f"Set {NO_APT}=1 to install nothing and skip that test.", file=sys.stderr, flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for attempt in (["apt-get", "install", "-y", "-q", "chromium"],
-                    ["sh", "-c", "apt-get update -q && apt-get install -y -q chromium"]):
+    for attempt in (APT_CHROMIUM, ["sh", "-c", f"apt-get update -q && {' '.join(APT_CHROMIUM)}"]):
         if subprocess.call(attempt, env=env) == 0:
             return
     print("dev.py: chromium could not be installed: the dashboard's browser test will be skipped", file=sys.stderr)

@@ -42,6 +42,24 @@ class TestHelp:
         assert missing == []
 
 
+class TestDocsNameRealCommands:
+    def test_every_retain_command_in_the_docs_exists(self):
+        """Each `retain GROUP COMMAND` the docs and the README show (in code) is a command retain has: the docs
+        once named `retain streams dry-run`."""
+        root = Path(__file__).resolve().parent.parent
+        named = set()
+        for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+            # in code: a line of a shell block (after a prompt, &&, |) or an inline `retain ...`
+            for group, name in re.findall(r"(?:^\s*(?:\$ )?|`|&& |\| )retain ([a-z]+) ([a-z][a-z-]*)",
+                                          page.read_text(), re.M):
+                if isinstance(main.commands.get(group), click.Group):
+                    named.add((page.name, group, name))
+        assert named  # the pattern finds the commands the docs show
+        missing = [f"{page}: retain {group} {name}" for page, group, name in sorted(named)
+                   if name not in main.commands[group].commands]  # type: ignore[attr-defined]
+        assert not missing
+
+
 class TestStreamsTrim:
     def invoke(self, redis_server, *args: str):
         return CliRunner().invoke(main, ["streams", "trim", *args, "--url", redis_server.url])

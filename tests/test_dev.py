@@ -64,3 +64,47 @@ class TestInterrupt:
         said = output.read_text()
         assert "retain demo interrupted" in said and "Traceback" not in said
         assert sorted(path.name for path in temp.iterdir()) == []
+
+
+class TestChromium:
+    """`dev.py test` and the system packages it installs for the dashboard's browser test."""
+
+    @staticmethod
+    def _ensure_chromium(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+        # PATH holds no chromium and an apt-get that records what it was asked (this machine's is not run).
+        bin_dir, asked = tmp_path / "bin", tmp_path / "apt-get-args"
+        bin_dir.mkdir()
+        (bin_dir / "apt-get").write_text(f'#!/bin/sh\necho "$@" >> {asked}\n')
+        (bin_dir / "apt-get").chmod(0o755)
+        environment = {key: value for key, value in os.environ.items() if key not in ("RETAIN_CHROMIUM", "RETAIN_NO_APT")}
+        environment.update(PATH=f"{bin_dir}:/bin", **env)
+        done = subprocess.run([sys.executable, "-c", "import dev; dev.ensure_chromium()"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60, env=environment)
+        return done, asked
+
+    @pytest.mark.skipif(os.geteuid() != 0, reason="dev.py runs apt-get as root only")
+    def test_says_what_it_installs_and_why_then_installs_without_recommends(self, tmp_path):
+        """Before apt-get runs, one line says it installs chromium, for the browser test, and how to opt out; the
+        install takes no recommended packages."""
+        done, asked = self._ensure_chromium(tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "browser test" in done.stderr and "chromium" in done.stderr and "RETAIN_NO_APT=1" in done.stderr
+        assert asked.read_text().split() == ["install", "-y", "-q", "--no-install-recommends", "chromium"]
+
+    def test_retain_no_apt_installs_nothing_and_says_so(self, tmp_path):
+        """RETAIN_NO_APT=1: apt-get is never run, and dev.py says the browser test will be skipped."""
+        done, asked = self._ensure_chromium(tmp_path, RETAIN_NO_APT="1")
+        assert done.returncode == 0, done.stderr
+        assert not asked.exists()
+        assert "RETAIN_NO_APT is set" in done.stderr and "browser test will be skipped" in done.stderr
+
+    def test_the_browser_test_skips_naming_retain_no_apt(self, tmp_path):
+        """With RETAIN_NO_APT set and no Chromium, the dashboard's browser test is skipped with that reason
+        (pytest -ra prints it)."""
+        environment = {key: value for key, value in os.environ.items() if key != "RETAIN_CHROMIUM"}
+        environment.update(RETAIN_NO_APT="1", PATH=f"{Path(sys.executable).parent}:/bin")
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider",
+                               "tests/ops/test_dashboard_browser.py"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300, env=environment)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "SKIPPED" in done.stdout and "RETAIN_NO_APT is set" in done.stdout, done.stdout

@@ -94,3 +94,29 @@ class TestFormat:
     def test_round_trip(self, duration):
         """parse(format(d)) == d for every positive whole-second duration."""
         assert durations.parse(durations.format(duration)) == duration
+
+
+class TestFractionHints:
+    @pytest.mark.parametrize(("text", "hint"), [
+        ("1.5h", "write 90m rather than 1.5h"),
+        ("1.25m", "write 75s rather than 1.25m"),
+        ("2.5d", "write 60h rather than 2.5d"),
+        ("1.5s", "1.5s is no whole number of seconds, the smallest unit"),
+    ])
+    def test_a_fraction_is_refused_with_the_same_span_in_a_smaller_unit(self, text, hint):
+        """The hint names the same span in whole units of a smaller one, never an unrelated example."""
+        with pytest.raises(InvalidDuration) as refused:
+            durations.parse(text)
+        assert hint in str(refused.value)
+
+    def test_tick_of_a_fraction_of_a_second_suggests_the_number(self, tmp_path):
+        """`tick = "1.5s"` through `retain streams run`: the hint says tick = 1.5, not minutes."""
+        from click.testing import CliRunner
+
+        from retain.cli import main
+
+        policy = tmp_path / "retain.toml"
+        policy.write_text('tick = "1.5s"\n[[stream]]\nkey = "k"\nmaxlen = 10\n')
+        result = CliRunner().invoke(main, ["streams", "run", str(policy), "--once"])
+        assert result.exit_code == 1
+        assert "or write the number of seconds: tick = 1.5" in result.output and "90m" not in result.output

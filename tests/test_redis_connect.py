@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -57,6 +58,50 @@ class TestUrls:
         """A Sentinel URL names one master: --cluster with it is a clear error."""
         result = trim("redis+sentinel://127.0.0.1:1/svc", "--cluster")
         assert result.returncode == 2 and "cannot also be a cluster" in result.stderr
+
+
+class TestPasswordsNeverShown:
+    """A malformed URL holding a password: refused in one line that names its source, hides the password and says
+    how to escape; never a traceback."""
+
+    PASSWORDS = ["hunter2@127.0.0.1:notaport", "hun/ter2@127.0.0.1:6379", "hun[ter2@127.0.0.1:6379"]
+
+    @staticmethod
+    def _refused(result: subprocess.CompletedProcess[str], source: str) -> None:
+        assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+        assert "hun" not in result.stderr and "ter2" not in result.stderr, result.stderr
+        errors = [line for line in result.stderr.splitlines() if line.startswith("Error")]
+        assert len(errors) == 1, result.stderr
+        assert source in errors[0] and "percent-encode" in errors[0] and "%2F" in errors[0]
+
+    @pytest.mark.parametrize("netloc", PASSWORDS, ids=["port", "slash", "bracket"])
+    def test_from_the_url_option(self, netloc):
+        """--url on a one-shot command."""
+        self._refused(trim(f"redis://:{netloc}/0"), "--url")
+
+    @pytest.mark.parametrize("netloc", PASSWORDS, ids=["port", "slash", "bracket"])
+    def test_from_the_environment(self, netloc):
+        """$RETAIN_REDIS_URL is named as the source, not --url."""
+        result = subprocess.run([sys.executable, "-c", RUN, "streams", "trim", "game", "feed", "--maxlen", "10"],
+                                capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "RETAIN_REDIS_URL": f"redis://:{netloc}/0"})
+        self._refused(result, "$RETAIN_REDIS_URL")
+
+    @pytest.mark.parametrize("netloc", PASSWORDS, ids=["port", "slash", "bracket"])
+    def test_from_the_policy_file(self, netloc, tmp_path):
+        """A policy file's url is refused naming the file and its field, before anything connects."""
+        policy = tmp_path / "retain.toml"
+        policy.write_text(f'url = "redis://:{netloc}/0"\n[[stream]]\nkey = "k"\nmaxlen = 10\n')
+        self._refused(retain("streams", "run", str(policy), "--once"), f"{policy}: field 'url'")
+
+    def test_daemon_names_the_environment(self, tmp_path):
+        """`streams run` with the URL from the environment names $RETAIN_REDIS_URL."""
+        policy = tmp_path / "retain.toml"
+        policy.write_text('[[stream]]\nkey = "k"\nmaxlen = 10\n')
+        result = subprocess.run([sys.executable, "-c", RUN, "streams", "run", str(policy), "--once"],
+                                capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "RETAIN_REDIS_URL": "redis://:hun/ter2@127.0.0.1:6379/0"})
+        self._refused(result, "$RETAIN_REDIS_URL")
 
 
 class TestAcl:

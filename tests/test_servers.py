@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 import redis
 
+from retain.daemon import stop_signals_held
 from retain.errors import ServerStartError
 from retain.servers import PostgresServer, RedisCluster, RedisServer, SeaweedServer, ValkeyServer, find_postgres_bin, find_redis_server
 
@@ -137,3 +145,72 @@ class TestFailedStarts:
         """SeaweedFS writes its log files into its own directory, never loose in the temp directory."""
         assert seaweed_server.argv()[1] == f"-logdir={seaweed_server.directory}"
         assert any(path.name.startswith("weed.") for path in seaweed_server.directory.iterdir())
+
+
+def _retain(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from retain.cli import main; main()", *args]
+
+
+class TestTakenPort:
+    def test_retain_server_redis_on_a_taken_port_fails_naming_the_address(self, redis_server):
+        """`retain server redis --port N` with N another Redis's: exit 1, one line naming 127.0.0.1:N, and no
+        URL printed (the start check once PINGed the other server and claimed success)."""
+        done = subprocess.run(_retain("server", "redis", "--port", str(redis_server.port)), capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 1, done.stderr
+        assert done.stdout == ""
+        assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+        assert f"127.0.0.1:{redis_server.port} is in use by another process" in done.stderr
+
+    def test_postgres_on_a_taken_port_fails_naming_the_address(self, postgres_server):
+        """A PostgresServer told to take another postgres's port fails naming the address, not "ready"."""
+        server = PostgresServer()
+        server.port = postgres_server.port
+        with pytest.raises(ServerStartError, match=f"127.0.0.1:{postgres_server.port} is in use"):
+            server.start()
+        assert not server.directory.exists()
+
+    def test_every_server_waits_for_its_own_listener(self, seaweed_server, valkey_server):
+        """Each started server's own child holds its listening port (the answer checked is the child's)."""
+        assert seaweed_server._child.listens(seaweed_server.ports["s3"])
+        assert valkey_server._child.listens(valkey_server.port)
+        assert not valkey_server._child.listens(seaweed_server.ports["s3"])
+
+
+class TestStopSignals:
+    def test_retain_server_redis_child_takes_sigterm(self, tmp_path):
+        """The redis-server `retain server redis` starts blocks no signal (it inherited SIGINT and SIGTERM blocked
+        from the daemon, ignored the stop and was killed after 10 s); SIGTERM stops both within seconds."""
+        process = subprocess.Popen(_retain("server", "redis"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+        try:
+            url = process.stdout.readline().strip()
+            assert url.startswith("redis://127.0.0.1:"), process.stderr.read()
+            with redis.Redis.from_url(url) as conn:
+                child = conn.info("server")["process_id"]
+            status = Path(f"/proc/{child}/status").read_text()
+            blocked = int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+            assert blocked & (1 << (signal.SIGTERM - 1) | 1 << (signal.SIGINT - 1)) == 0, f"mask {blocked:#x}"
+            started = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=30) == 0
+            assert time.monotonic() - started < 5  # loose: it took the 10 s kill timeout before
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+    @pytest.mark.parametrize("make", [RedisServer, PostgresServer], ids=["redis", "postgres"])
+    def test_a_server_started_with_the_stop_signals_held_blocks_none(self, make):
+        """Started inside a daemon's block of SIGINT and SIGTERM, the server's process blocks neither, and runs as
+        the user it would without the block (postgres as nobody under root)."""
+        with stop_signals_held():
+            server = make().start()
+        try:
+            status = Path(f"/proc/{server._child.process.pid}/status").read_text()
+            fields = dict(line.split(":", 1) for line in status.splitlines())
+            assert int(fields["SigBlk"], 16) == 0
+            expected_uid = 65534 if make is PostgresServer and os.geteuid() == 0 else os.geteuid()
+            assert int(fields["Uid"].split()[0]) == expected_uid
+        finally:
+            server.close()

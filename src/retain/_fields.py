@@ -16,6 +16,7 @@ field name, or, for a value not in a table, the name to show.
 from __future__ import annotations
 
 import math
+import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
@@ -24,8 +25,8 @@ from typing import Any, NoReturn
 from retain import durations
 from retain.errors import InvalidInput
 
-__all__ = ["MAX_COUNT", "Where", "boolean", "count", "duration", "redacted_url", "refuse_unknown", "seconds", "string",
-           "whole_number"]
+__all__ = ["MAX_COUNT", "PERCENT_ENCODING", "Where", "boolean", "count", "duration", "redacted_url",
+           "redis_url_problem", "refuse_unknown", "seconds", "string", "whole_number"]
 
 #: the largest count Redis (and a Parquet int64) holds: 2^63-1; a larger one passes nothing but fails every beat
 MAX_COUNT = 2**63 - 1
@@ -102,23 +103,55 @@ def count(value: Any, name: str, where: Where, *, minimum: int = 0) -> int:
 
 
 def redacted_url(url: str) -> str:
-    """``url`` with its password, if any, written ``***``: what a message, a log or a repr may show."""
-    parts = urllib.parse.urlsplit(url)
-    try:
-        password = parts.password
-    except ValueError:
-        password = None
-    if not password:
+    """``url`` with its password, if any, written ``***``: what a message, a log or a repr may show.
+
+    The credentials are everything before the last ``@`` of the part after ``://``, whatever it holds: a
+    password with an unescaped ``/``, ``#`` or ``[`` is hidden too, though no URL parser reads it as one.
+    A ``?sentinel_password=`` is hidden the same way.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
         return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    credentials, at, after = rest.rpartition("@")
+    if at and ":" in credentials:
+        rest = f"{credentials.partition(':')[0]}:***@{after}"
+    return f"{scheme}://" + _PASSWORD_PARAMETER.sub(r"\1***", rest)
+
+
+_PASSWORD_PARAMETER = re.compile(r"((?:^|[?&])[^=&]*password=)[^&#]*")
+
+#: how a user name or password says what a URL reserves: shown with every refusal of a malformed URL
+PERCENT_ENCODING = ("percent-encode special characters in the user name and password "
+                    "(@ as %40, : as %3A, / as %2F, ? as %3F, # as %23, [ as %5B, ] as %5D, % as %25)")
+
+
+def redis_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be read as a Redis URL's parts (None when it can), without echoing any of it.
+
+    The checks a URL parser makes: brackets that are no IPv6 address, a port that is no number, an ``@``
+    after the host (a password holding an unescaped ``/``, ``?`` or ``#`` ends the host early).
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+        if "," not in parts.netloc:  # a Sentinel URL lists HOST:PORT,HOST:PORT: its own parser reads them
+            parts.port  # noqa: B018 - raises ValueError on a port that is no number in 0-65535
+    except ValueError:
+        return "its host, port or password cannot be read"
+    if "@" in parts.path + parts.query + parts.fragment:
+        return "an @ follows the host: the password holds a /, ? or # that ends the host early"
+    return None
 
 
 def seconds(value: Any, name: str, where: Where, *, example: str = "1.0", duration_example: str = "5s") -> float:
     """A positive span of time: a number of seconds, or a duration string (:mod:`retain.durations`)."""
     if isinstance(value, str):
-        return duration(value, name, where).total_seconds()
+        try:
+            return duration(value, name, where).total_seconds()
+        except InvalidInput as exc:
+            if "smallest unit" not in str(exc):
+                raise
+            # "1.5s": this field also takes a number of seconds, which may have a fraction
+            raise where.error(f"{exc}; or write the number of seconds: {name} = {value[:-1]}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         where.refuse(name, f"a positive number of seconds such as {example}, or a duration such as "
                            f"'{duration_example}'", value)

@@ -29,6 +29,7 @@ import redis.cluster
 import redis.exceptions
 import redis.sentinel
 
+from retain._fields import PERCENT_ENCODING, redacted_url, redis_url_problem
 from retain.errors import (AuthenticationError, InvalidInput, RetainError, ServerError, ServerUnavailable,
                            WrongTypeError)
 
@@ -164,24 +165,28 @@ def redis_client(url: str, *, cluster: bool = False, tls: TlsFiles | None = None
         InvalidInput: a URL that is not one of those forms, TLS files with a URL that is not TLS, or a
             Sentinel URL with ``cluster``; before any I/O.
     """
+    shown = redacted_url(url)  # a message may show the URL, never its password
+    problem = redis_url_problem(url)
+    if problem is not None:
+        raise InvalidInput(f"{shown!r} is not a Redis URL: {problem}; {PERCENT_ENCODING}")
     scheme = urllib.parse.urlsplit(url).scheme
     tls = tls or TlsFiles()
     secure = scheme in ("rediss", "rediss+sentinel")
     if tls and not secure:
-        raise InvalidInput(f"TLS files (--tls-ca, --tls-cert, --tls-key) need a rediss:// URL (got {url!r})")
+        raise InvalidInput(f"TLS files (--tls-ca, --tls-cert, --tls-key) need a rediss:// URL (got {shown!r})")
     options = {**options, **tls.options()}
     if scheme in SENTINEL_SCHEMES:
         if cluster:
             raise InvalidInput("a Sentinel URL names one master: it cannot also be a cluster (drop --cluster)")
         return _sentinel_master(url, secure, options)
     if scheme not in ("redis", "rediss", "unix"):
-        raise InvalidInput(f"a Redis URL starts with redis://, rediss://, unix:// or redis+sentinel:// (got {url!r})")
+        raise InvalidInput(f"a Redis URL starts with redis://, rediss://, unix:// or redis+sentinel:// (got {shown!r})")
     try:
         if cluster:
             return redis.cluster.RedisCluster.from_url(url, **options)
         return redis.Redis.from_url(url, **options)
     except ValueError as exc:
-        raise InvalidInput(f"{url!r} is not a Redis URL: {exc}") from exc
+        raise InvalidInput(f"{shown!r} is not a Redis URL: {exc}; {PERCENT_ENCODING}") from exc
 
 
 def _sentinel_master(url: str, secure: bool, options: dict[str, Any]) -> redis.Redis:
@@ -193,11 +198,12 @@ def _sentinel_master(url: str, secure: bool, options: dict[str, Any]) -> redis.R
     for host in hosts.split(","):
         name, sep, port = host.rpartition(":")
         if not sep or not name or not port.isdigit():
-            raise InvalidInput(f"a Sentinel URL is {example}: {host!r} is not HOST:PORT (in {url!r})")
+            raise InvalidInput(f"a Sentinel URL is {example}: {host!r} is not HOST:PORT (in {redacted_url(url)!r})")
         sentinels.append((name.strip("[]"), int(port)))
     path = [segment for segment in parts.path.split("/") if segment]
     if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
-        raise InvalidInput(f"a Sentinel URL is {example}: name the service (and a db number) (got {url!r})")
+        raise InvalidInput(f"a Sentinel URL is {example}: name the service (and a db number) "
+                           f"(got {redacted_url(url)!r})")
     username, _, password = credentials.partition(":")
     query = dict(urllib.parse.parse_qsl(parts.query))
     unknown = set(query) - {"sentinel_password", "sentinel_username"}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from fractions import Fraction
 
 from retain.errors import InvalidDuration
 
@@ -89,6 +90,22 @@ def format(duration: timedelta) -> str:
     return "".join(parts)
 
 
+def _whole(rest: str) -> str:
+    """The refusal of a fraction (``1.5h``), with the same span in a smaller unit when one holds it whole (``90m``).
+
+    ``1.5s`` has none: seconds are the smallest unit; a field that also takes a number of seconds says so.
+    """
+    found = re.match(r"(\d+)[.,](\d+)([a-z]?)", rest)
+    if found is None or found[3] not in UNITS:
+        return "no fractions: durations are whole numbers of a unit (y w d h m s)"
+    number, unit = Fraction(f"{found[1]}.{found[2]}"), found[3]
+    for smaller in list(UNITS)[list(UNITS).index(unit) + 1:]:
+        whole = number * UNITS[unit] / UNITS[smaller]
+        if whole.denominator == 1:
+            return f"no fractions: write {whole}{smaller} rather than {found[0]}"
+    return f"no fractions: {found[0]} is no whole number of seconds, the smallest unit"
+
+
 def _explain(text: str, position: int) -> str:
     rest = text[position:]
     digits = len(rest) - len(rest.lstrip("0123456789"))
@@ -100,7 +117,7 @@ def _explain(text: str, position: int) -> str:
     elif rest[0].isspace() or after.isspace():
         why = "whitespace is not allowed"
     elif after in (".", ","):
-        why = "no fractions: write 90m rather than 1.5h"
+        why = _whole(rest)
     elif digits > 12:
         why = "a number is at most 12 digits"
     elif digits:

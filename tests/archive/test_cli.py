@@ -204,3 +204,43 @@ class TestFirstSteps:
         error = map_error(OSError(text), "opening the table 's3://logs/retain'")
         assert isinstance(error, ArchiveAccessDenied)
         assert "no S3 credentials were found" in str(error) and "AWS_ACCESS_KEY_ID" in str(error)
+
+
+class TestFailuresSayOneClearLine:
+    """Issue 26's smaller defects of the archive commands, through the real command in a process of its own."""
+
+    run = staticmethod(TestFirstSteps.run)
+
+    def test_read_of_no_archive_creates_nothing(self, tmp_path, redis_server):
+        """`retain archive read` where no archive is: one line saying so, exit 1, and no directory made."""
+        missing = tmp_path / "typo" / "archive"
+        result = self.run("read", "game", "feed", "--archive", str(missing), "--url", redis_server.url)
+        assert result.returncode == 1
+        assert result.stderr.strip() == (f"Error: no archive at {missing}: nothing has been folded there yet "
+                                          "(is --archive or $RETAIN_ARCHIVE the folder the folds write to?)")
+        assert not (tmp_path / "typo").exists()
+
+    def test_an_unwritable_archive_carries_no_debug_dump(self, tmp_path, redis_server, redis_conn):
+        """A data file that cannot be written (its folder is taken by a file) is named in one line, without the
+        store's `Debug source: Generic {` dump."""
+        redis_conn.xadd("emq:{game}:stream:feed", {"k": "v"})
+        archive = tmp_path / "archive"
+        archive.mkdir()
+        # a file where the folder of emq:{game}:stream:feed goes
+        (archive / "stream_digest=sha256-4570a980041b5714").write_text("not a folder")
+        result = self.run("fold", "game", "feed", "--archive", str(archive), "--url", redis_server.url)
+        assert result.returncode == 1
+        assert result.stderr.startswith("Error: writing data file") and "Not a directory" in result.stderr
+        assert "Debug source" not in result.stderr and "{" not in result.stderr.replace("{game}", "")
+        assert len(result.stderr.strip().splitlines()) == 1
+
+    def test_s3_without_an_endpoint_or_credentials(self, redis_server):
+        """An s3:// archive on no endpoint with no credentials: one line saying none were found, without the AWS
+        SDK's IMDS warnings or delta-rs's "Kernel error"."""
+        import os
+        env = {name: value for name, value in os.environ.items() if not name.startswith(("AWS_", "RUST_LOG"))}
+        result = self.run("fold", "game", "feed", "--archive", "s3://logs/retain", "--url", redis_server.url, env=env)
+        assert result.returncode == 1
+        assert result.stderr.startswith("Error: opening the table 's3://logs/retain': no S3 credentials were found")
+        assert "WARN" not in result.stderr and "Kernel error" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1

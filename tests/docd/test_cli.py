@@ -138,4 +138,5 @@ class TestPortInUse:
                                      "--mounts", str(mounts), "--listen", f"127.0.0.1:{port}"],
                                     capture_output=True, text=True, timeout=60)
         assert result.returncode == 1 and "docd cannot start" in result.stderr
+        assert f"cannot listen on 127.0.0.1:{port}: the address is in use by another process" in result.stderr
         assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1

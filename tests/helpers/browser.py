@@ -34,6 +34,9 @@ def find_chromium() -> str | None:
 def browser_page() -> Iterator[Any]:
     """A fresh page in a headless Chromium with an empty profile; skips (saying why) when there is none."""
     executable = find_chromium()
+    if executable is None and os.environ.get("RETAIN_NO_APT"):
+        pytest.skip("no Chromium, and RETAIN_NO_APT is set: python3 dev.py test installed none (install the "
+                    "chromium package, or set RETAIN_CHROMIUM, to run this test)")
     if executable is None:
         pytest.skip("no Chromium: install Debian's chromium package (python3 dev.py test does, as root), "
                     "or set RETAIN_CHROMIUM")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,7 +24,9 @@ from retain.retention import DaemonConfig, dry_run, load_policy, run_once
 from retain.servers import free_port
 from retain.streams import StreamRef
 from tests.helpers.archive import archived_ids
+from tests.helpers.daemons import running
 from tests.helpers.streams import append
+from tests.helpers.waiting import wait_for
 
 RUN = "from retain.cli import main; main()"
 
@@ -329,11 +334,16 @@ class TestLibrary:
         with pytest.raises(InvalidPolicy, match="name"):
             DaemonConfig(policy, replica="has space")
 
-    def test_a_malformed_url_names_its_source(self, tmp_path):
-        """A URL the client cannot parse is refused before any I/O, naming where it came from."""
-        config = DaemonConfig.from_file(str(write_policy(tmp_path, "redis://127.0.0.1:notaport/0", FEED)))
-        with pytest.raises(InvalidInput, match=re.escape(f"(from the url of {tmp_path / 'retain.toml'})")):
+    def test_a_malformed_url_names_its_source(self, tmp_path, redis_server):
+        """A URL the client cannot parse is refused before any I/O, naming where it came from, never its password:
+        the file's when the policy is read, the config's when the daemon connects."""
+        with pytest.raises(InvalidPolicy, match=re.escape(f"{tmp_path / 'retain.toml'}: field 'url'")):
+            DaemonConfig.from_file(str(write_policy(tmp_path, "redis://127.0.0.1:notaport/0", FEED)))
+        config = DaemonConfig.from_file(str(write_policy(tmp_path, redis_server.url, FEED)),
+                                        url="redis://:hun/ter2@127.0.0.1:6379/0")
+        with pytest.raises(InvalidInput, match="^--url: .*percent-encode") as refused:
             run_once(config)
+        assert "ter2" not in str(refused.value)
 
     def test_run_serves_and_stops_on_sigterm(self, tmp_path, redis_server, redis_conn):
         """run(config) in a plain Python process trims, serves its metrics, and ends with 0 on SIGTERM."""
@@ -361,3 +371,67 @@ class TestLibrary:
                 process.kill()
                 process.wait()
         assert "retention driver stopped after" in log.read_text()
+def _beats(metrics: str) -> float:
+    found = re.search(r"^retain_beats_total (\S+)$", metrics, re.M)
+    return float(found.group(1)) if found else 0.0
+class TestLogs:
+    """What `streams run` writes: JSON on every line with --log-format json; a quiet beat not at INFO."""
+    def test_json_on_every_line_with_redis_down(self, tmp_path):
+        """With Redis down, the first line (the driver starts anyway) is JSON like every other."""
+        policy = write_policy(tmp_path, f"redis://127.0.0.1:{free_port()}/0", FEED)
+        with running(["streams", "run", str(policy), "--log-format", "json"], tmp_path) as daemon:
+            pass
+        lines = daemon.log.read_text().splitlines()
+        events = [json.loads(line)["event"] for line in lines]  # raises on a line that is not JSON
+        assert any("the driver starts anyway" in event for event in events), lines
+    def test_once_summary_is_json(self, tmp_path, redis_server, redis_conn):
+        """--once --log-format json writes one JSON object per line on stdout, the beat's fields with it."""
+        append(redis_conn, FEED_KEY, 25)
+        result = invoke(str(write_policy(tmp_path, redis_server.url, FEED)), "--once", "--log-format", "json")
+        assert result.exit_code == 0, result.output
+        lines = [json.loads(line) for line in result.stdout.splitlines()]
+        assert any(line.get("removed") == 15 and "trims" in line for line in lines), lines
+        assert {"event": f"{FEED_KEY}  removed 15", "stream": FEED_KEY, "removed": 15} in lines
+    def test_a_beat_that_removed_nothing_is_not_logged_at_info(self, tmp_path, redis_server, redis_conn):
+        """Beats that change nothing log at DEBUG after the first (one INFO line a minute), not a line per tick."""
+        redis_conn.delete(FEED_KEY)
+        policy = write_policy(tmp_path, redis_server.url, FEED, tick=0.02)
+        with running(["streams", "run", str(policy)], tmp_path) as daemon:
+            wait_for(lambda: _beats(daemon.metrics()) >= 10, "ten beats")
+        assert daemon.log.read_text().count("beat at ") == 1, daemon.log.read_text()
+class TestMetricsPage:
+    def test_no_created_series(self, tmp_path, redis_server, redis_conn):
+        """/metrics exports each counter and histogram once, with no *_created gauge beside it."""
+        with running(["streams", "run", str(write_policy(tmp_path, redis_server.url, FEED))], tmp_path) as daemon:
+            wait_for(lambda: _beats(daemon.metrics()) >= 1, "a beat")
+            page = daemon.metrics()
+        assert "retain_beats_total" in page
+        assert re.findall(r"^(?:# (?:HELP|TYPE) )?(\w+_created)\b", page, re.M) == []
+class TestPortInUse:
+    def test_http_on_a_taken_port_names_the_address(self, tmp_path, redis_server):
+        """`streams run --http` on a port in use: one line naming the address (Python's own names none), exit 1."""
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            result = subprocess.run([sys.executable, "-c", RUN, "streams", "run",
+                                     str(write_policy(tmp_path, redis_server.url, FEED)), "--http", f"127.0.0.1:{port}"],
+                                    capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines()[-1] == (f"Error: retention driver cannot start: cannot listen on "
+                                                          f"127.0.0.1:{port}: the address is in use by another process")
+class TestBeatLevel:
+    @staticmethod
+    def report(**fields):
+        from datetime import datetime, timezone
+        from retain.retention import SweepReport
+        return SweepReport(at=datetime(2026, 9, 12, tzinfo=timezone.utc), **{
+            "removed": 0, "calls": 1, "removed_by": {FEED_KEY: 0}, "failures": {}, **fields})
+    def test_an_idle_beat_is_debug_but_once_a_minute(self):
+        """The first beat is INFO; idle ones after it DEBUG until a minute passed; a beat that removed is INFO."""
+        from retain.retention.daemon import _BeatLevel
+        level = _BeatLevel(every=60)
+        idle, busy = self.report(), self.report(removed=3, removed_by={FEED_KEY: 3})
+        assert idle.idle and not busy.idle
+        assert [level.of(idle, 0), level.of(idle, 30), level.of(busy, 31), level.of(idle, 90), level.of(idle, 91.5)] \
+            == [logging.INFO, logging.DEBUG, logging.INFO, logging.DEBUG, logging.INFO]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
+import threading
 from typing import Any
 
 import pytest
@@ -114,3 +116,27 @@ class TestStreamServer:
         """Neither listen nor socket_path is refused before anything binds."""
         with pytest.raises(ValueError, match="serve on listen"):
             StreamServer(Echo)
+
+
+class SlowToClose(Echo):
+    """An Echo whose aclose (closing its own links, as docd's closes its owners') is still running when the server
+    closes: it says so, then waits until cancelled."""
+
+    closing = threading.Event()
+
+    async def aclose(self) -> None:
+        SlowToClose.closing.set()
+        await asyncio.Event().wait()
+
+
+class TestClosingServer:
+    def test_a_connection_closing_as_the_server_closes_logs_nothing(self, caplog):
+        """The server closes while a connection's conversation is still closing: no "Exception in callback"
+        CancelledError traceback (docd's at the end of `retain demo --postgres`)."""
+        running = ThreadedServer(StreamServer(SlowToClose, listen=("127.0.0.1", 0), limits=LIMITS)).start()
+        try:
+            assert documents(running.address, b"echo: {a: 1}\n...\n", 1) == [{"result": {"echo": {"a": 1}}}]
+            assert SlowToClose.closing.wait(timeout=10)  # the peer left: the connection is closing its conversation
+        finally:
+            running.stop()
+        assert [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR] == []

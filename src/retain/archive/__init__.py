@@ -25,6 +25,14 @@ Example:
     ...     ...
 """
 
+import os
+
+# delta-rs writes the Rust log lines of what it calls (the AWS SDK's: three IMDS warnings on a machine that is no
+# EC2 instance) straight to stderr, past retain's logging and --log-format, with a filter it reads from RUST_LOG once,
+# when it is first imported: here. What fails reaches retain as an exception, reported in one line of its own.
+# A RUST_LOG the user sets still wins.
+os.environ.setdefault("RUST_LOG", "error")
+
 from retain.archive.beat import fold_then_trim_all
 from retain.archive.catch_up import catch_up
 from retain.archive.columns import FILE_SCHEMA, TABLE_SCHEMA

@@ -64,15 +64,23 @@ def printable(text: str) -> str:
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
+#: where obstore's messages start their Rust debug dump (``Debug source: Generic {`` and the error's fields)
+_DEBUG_DUMP = "Debug source:"
+#: what delta-rs puts before every error of its reader, naming its own layer, not what failed
+_KERNEL_PREFIX = re.compile(r"^Kernel error -> ")
+
+
 def _first_line(exc: BaseException) -> str:
     # obstore's and delta-rs's messages end in a multi-line dump of the request; the first lines say it.
-    lines = [printable(_DECORATION.sub("", line).strip()) for line in str(exc).strip().splitlines()]
+    text = _KERNEL_PREFIX.sub("", str(exc).strip().split(_DEBUG_DUMP, 1)[0].strip())
+    lines = [printable(_DECORATION.sub("", line).strip()) for line in text.splitlines()]
     lines = [line for line in lines if line]
     text = " ".join(lines[:3]) if lines else type(exc).__name__
     return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "…"
 
 
-#: where object_store asks for credentials when none are given (the cloud's instance metadata)
+#: where object_store asks for credentials when none are given (the cloud's instance metadata; the AWS SDK under
+#: delta-rs calls it IMDS)
 _METADATA_ENDPOINT = "169.254.169.254"
 
 
@@ -88,7 +96,7 @@ def map_error(exc: BaseException, what: str) -> ArchiveError:
         return ArchiveObjectMissing(f"{what}: no such object ({reason})")
     if isinstance(exc, (DeltaProtocolError, SchemaMismatchError)):
         return ArchiveCorrupt(f"{what}: the table's log is not what retain writes ({reason})")
-    if _METADATA_ENDPOINT in whole:
+    if _METADATA_ENDPOINT in whole or "IMDS" in whole:
         return ArchiveAccessDenied(f"{what}: no S3 credentials were found (AWS_ACCESS_KEY_ID and "
                                    "AWS_SECRET_ACCESS_KEY, or the access_key_id and secret_access_key options), so "
                                    f"the store asked the cloud's metadata endpoint for some, and it refused ({reason})")

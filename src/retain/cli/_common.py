@@ -11,7 +11,7 @@ import click
 
 from retain._redis import TlsFiles, redis_client
 from retain.clock import parse_rfc3339
-from retain.errors import RetainError
+from retain.errors import InvalidInput, RetainError
 
 __all__ = ["RedisTarget", "RetainGroup", "connect", "parse_instant", "redis_url_option", "tls_options"]
 
@@ -30,11 +30,13 @@ class RetainGroup(click.Group):
 
 @dataclass(frozen=True)
 class RedisTarget:
-    """Where a one-shot command connects: the URL, whether it is a cluster, the TLS files."""
+    """Where a one-shot command connects: the URL, whether it is a cluster, the TLS files, and where the URL came
+    from (``--url``, ``$RETAIN_REDIS_URL``, a policy file's ``url``): what a refusal of it names."""
 
     url: str
     cluster: bool = False
     tls: TlsFiles = field(default_factory=TlsFiles)
+    source: str = "--url"
 
 
 URL_HELP = ("Redis/Valkey server: redis://[USER:PASSWORD@]HOST:PORT/DB, rediss://... (TLS), unix:///PATH, "
@@ -59,7 +61,8 @@ def redis_url_option(function: Any) -> Any:
     @functools.wraps(function)
     def bundled(*args: Any, url: str, cluster: bool, tls_ca: str | None, tls_cert: str | None, tls_key: str | None,
                 **kwargs: Any) -> Any:
-        return function(*args, target=RedisTarget(url, cluster, TlsFiles(tls_ca, tls_cert, tls_key)), **kwargs)
+        return function(*args, target=RedisTarget(url, cluster, TlsFiles(tls_ca, tls_cert, tls_key), _url_source()),
+                        **kwargs)
 
     wrapped: Any = tls_options(bundled)
     wrapped = click.option("--cluster", is_flag=True, help="The server is a node of a Redis Cluster.")(wrapped)
@@ -67,12 +70,19 @@ def redis_url_option(function: Any) -> Any:
                         show_envvar=True, help=URL_HELP)(wrapped)
 
 
-def connect(target: RedisTarget) -> Any:
-    """A client for ``target`` (a cluster client with ``--cluster``); a malformed URL is refused before any I/O."""
+def _url_source() -> str:
+    # --url's value came from the command line, $RETAIN_REDIS_URL or the default: a refusal names which.
+    source = click.get_current_context().get_parameter_source("url")
+    return "$RETAIN_REDIS_URL" if source is click.core.ParameterSource.ENVIRONMENT else "--url"
+
+
+def connect(target: RedisTarget, **options: Any) -> Any:
+    """A client for ``target`` (a cluster client with ``--cluster``); a malformed URL is refused before any I/O,
+    naming where it came from and never showing its password."""
     try:
-        return redis_client(target.url, cluster=target.cluster, tls=target.tls)
-    except RetainError as exc:
-        raise click.BadParameter(str(exc), param_hint="--url") from exc
+        return redis_client(target.url, cluster=target.cluster, tls=target.tls, **options)
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc), param_hint=target.source) from exc
 
 
 def parse_instant(value: str, param_hint: str) -> datetime:

@@ -71,6 +71,16 @@ def _open(archive_url: str, s3_endpoint: str | None, s3_region: str | None) -> A
     return Archive(archive_url, **options)
 
 
+def _open_existing(archive_url: str, s3_endpoint: str | None, s3_region: str | None) -> Archive:
+    """The archive a command only reads; a local one that is not there is refused, not made (opening makes the
+    directory: a read with a mistyped --archive left an empty one behind)."""
+    missing = _missing_directory(archive_url)
+    if missing is not None:
+        raise click.ClickException(f"no archive at {missing}: nothing has been folded there yet "
+                                   "(is --archive or $RETAIN_ARCHIVE the folder the folds write to?)")
+    return _open(archive_url, s3_endpoint, s3_region)
+
+
 def _missing_directory(archive_url: str) -> Path | None:
     """The directory of a local archive URL when it does not exist (None: it exists, or the archive is not local)."""
     parts = urlsplit(archive_url)
@@ -182,7 +192,7 @@ def read_command(queue: str | None, name: str | None, raw_key: str | None, prefi
 
     stream = _stream(queue, name, raw_key, prefix)
     start, end = _bound(since, "--since"), _bound(until, "--until")
-    store = _open(archive_url, s3_endpoint, s3_region)
+    store = _open_existing(archive_url, s3_endpoint, s3_region)
     with connect(target) as conn:
         for entry_id, fields in read(conn, stream, store, start, end):
             click.echo(_json_line(entry_id, fields))
@@ -211,7 +221,7 @@ def catch_up_command(queue: str | None, name: str | None, raw_key: str | None, p
     from retain.archive import catch_up
 
     stream = _stream(queue, name, raw_key, prefix)
-    store = _open(archive_url, s3_endpoint, s3_region)
+    store = _open_existing(archive_url, s3_endpoint, s3_region)
     with connect(target) as conn:
         for entry_id, fields in catch_up(conn, stream, group, store):
             click.echo(_json_line(entry_id, fields))
@@ -311,7 +321,7 @@ def query_command(words: tuple[str, ...], raw_key: str | None, prefix: str, as_j
     else:
         raise click.UsageError('give QUEUE NAME "SQL", --key KEY "SQL", or "SQL" alone (the archive view)')
     version_or_time = _as_of(as_of)
-    store = _open(archive_url, s3_endpoint, s3_region)
+    store = _open_existing(archive_url, s3_endpoint, s3_region)
     with ExitStack() as stack:
         conn = stack.enter_context(connect(target)) if _names_log(words[-1]) else None
         result = query(store, words[-1], stream=stream, conn=conn, as_of=version_or_time)
@@ -488,7 +498,7 @@ def verify_command(location: str | None, redis_url: str | None, archive_url: str
     """
     from retain.archive.verify import verify
 
-    store = _open(location or archive_url, s3_endpoint, s3_region)
+    store = _open_existing(location or archive_url, s3_endpoint, s3_region)
     conn = connect(RedisTarget(redis_url)) if redis_url is not None else None
     try:
         report = verify(store, conn)

@@ -12,6 +12,7 @@ import click
 from retain._redis import TlsFiles, translate_errors
 from retain.clock import utc_now
 from retain.errors import InvalidPolicy
+from retain.logs import configure_logging
 from retain.cli._common import URL_HELP, RedisTarget, connect, parse_instant, redis_url_option, tls_options
 from retain.cli._ops import http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
 from retain.retention import PolicyFile, StreamPreview, SweepReport, daemon, load_policy
@@ -212,7 +213,8 @@ def _target(target: RedisTarget, policy_file: PolicyFile | None) -> RedisTarget:
     given = click.get_current_context().get_parameter_source("url") == click.core.ParameterSource.COMMANDLINE
     if policy_file is None or policy_file.url is None or given:
         return target
-    return RedisTarget(policy_file.url, target.cluster or policy_file.cluster, target.tls)
+    return RedisTarget(policy_file.url, target.cluster or policy_file.cluster, target.tls,
+                       f"url in {policy_file.source}")
 
 
 def _ago(seconds: float | None) -> str:
@@ -297,7 +299,8 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
     if dry_run:
         _print_dry_run(policy_file, *daemon.dry_run(config))
     elif once:
-        _print_once(daemon.run_once(config))
+        configure_logging(log_format)  # a warning the beat logs (Redis down) is in the same format
+        _print_once(daemon.run_once(config), log_format)
     else:
         daemon.run(config)
 
@@ -315,16 +318,24 @@ def _print_dry_run(policy_file: PolicyFile, now: datetime, rows: list[StreamPrev
         sys.exit(1)
 
 
-def _print_once(report: SweepReport) -> None:
-    click.echo("one beat, taking no lease: every stream of the policy, whichever replica holds it")
-    click.echo(report.summary())
+def _print_once(report: SweepReport, log_format: str) -> None:
+    lines: list[tuple[str, dict[str, Any]]] = [
+        ("one beat, taking no lease: every stream of the policy, whichever replica holds it", {}),
+        (report.summary(), report.log_fields())]
     for key, removed in report.removed_by.items():
         if key in report.folded_by:
-            click.echo(f"{key}  folded {report.folded_by[key]}, W = {report.watermarks[key] or 'none'}, "
-                       f"removed {removed}")
+            lines.append((f"{key}  folded {report.folded_by[key]}, W = {report.watermarks[key] or 'none'}, "
+                          f"removed {removed}", {"stream": key, "folded": report.folded_by[key], "removed": removed,
+                                                 "watermark": report.watermarks[key]}))
         else:
-            click.echo(f"{key}  removed {removed}")
+            lines.append((f"{key}  removed {removed}", {"stream": key, "removed": removed}))
     for key, error in report.failures.items():
-        click.echo(f"{key}  {'fold failed, not trimmed' if key in report.fold_failures else 'failed'}: {error}")
+        lines.append((f"{key}  {'fold failed, not trimmed' if key in report.fold_failures else 'failed'}: {error}",
+                      {"stream": key, "error": type(error).__name__}))
+    for text, fields in lines:
+        if log_format == "json":  # one JSON object per line on stdout, the daemon's fields with each
+            click.echo(json.dumps({"event": text, **fields}, default=str))
+        else:
+            click.echo(text)
     if report.failures:
         sys.exit(1)

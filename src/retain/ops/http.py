@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,6 +30,10 @@ from retain.errors import Forbidden, Unauthenticated
 from retain.wire import HostPort, HttpServer, ThreadedServer, Tokens
 
 __all__ = ["OpsServer", "ops_routes"]
+
+# A counter's or histogram's creation time is no series anyone graphs: without this every daemon's /metrics
+# exports each one again as a separate *_created gauge (a process-wide switch of prometheus_client).
+disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]

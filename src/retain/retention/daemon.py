@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ from redis.retry import Retry
 from retain._redis import RedisLike, TlsFiles, redis_client, translate_errors
 from retain.clock import utc_now
 from retain.daemon import Service, run_daemon
+from retain.logs import configure_logging
 from retain.errors import InvalidInput, ServerUnavailable
 from retain.retention.driver import RetentionDriver
 from retain.retention.dryrun import StreamPreview, preview
@@ -78,12 +80,12 @@ class DaemonConfig:
     def redis_url(self) -> tuple[str, str]:
         """The URL the daemon connects to, and where it came from (what a refusal of it names)."""
         if self.url:
-            return self.url, "the url given (--url)"
+            return self.url, "--url"
         if self.policy.url:
-            return self.policy.url, f"the url of {self.policy.source}"
+            return self.policy.url, f"url in {self.policy.source}"
         if os.environ.get("RETAIN_REDIS_URL"):
             return os.environ["RETAIN_REDIS_URL"], "$RETAIN_REDIS_URL"
-        return DEFAULT_REDIS_URL, "the default"
+        return DEFAULT_REDIS_URL, "--url"
 
 
 def connect(config: DaemonConfig) -> RedisLike:
@@ -99,7 +101,7 @@ def connect(config: DaemonConfig) -> RedisLike:
         with translate_errors():
             conn: RedisLike = redis_client(url, cluster=config.policy.cluster, tls=config.tls, **options)
     except InvalidInput as exc:
-        raise InvalidInput(f"{exc} (from {source})") from None
+        raise InvalidInput(f"{source}: {exc}") from None
     return conn
 
 
@@ -148,8 +150,10 @@ def _serve(config: DaemonConfig, conn: RedisLike, archive: Archive | None) -> No
     policy_file = config.policy
     ops = StreamsOps(conn, policy_file, archive) if config.http is not None else None
 
+    level = _BeatLevel()
+
     def on_report(report: SweepReport) -> None:
-        log.info(report.summary(), extra=report.log_fields())
+        log.log(level.of(report, time.monotonic()), report.summary(), extra=report.log_fields())
         if ops is not None:
             ops.on_report(report)
 
@@ -157,6 +161,7 @@ def _serve(config: DaemonConfig, conn: RedisLike, archive: Archive | None) -> No
                                               on_report=on_report)
     if ops is not None:
         ops.attach(driver)
+    configure_logging(config.log_format)  # before the first line (the credentials check's), not only in run_daemon
     _check_credentials(conn)
     services: list[Service] = [driver]
     if ops is not None and config.http is not None:
@@ -174,6 +179,22 @@ def _serve(config: DaemonConfig, conn: RedisLike, archive: Archive | None) -> No
                stopped=lambda: f"after {driver.beats} beats",
                started=lambda: f"retention driver started: {len(policy_file.policy)} streams{folding} from "
                                f"{policy_file.source}, tick {policy_file.tick:g}s{sharing(driver)}{where()}")
+
+
+class _BeatLevel:
+    """The level a beat's log line takes: INFO when it changed something, else DEBUG but for one INFO line a
+    minute (``every`` seconds), so that a quiet daemon's log still shows it beats without a line per tick."""
+
+    def __init__(self, every: float = 60.0) -> None:
+        self.every = every
+        self._last_info: float | None = None
+
+    def of(self, report: SweepReport, now: float) -> int:
+        """The level for ``report``, logged at monotonic instant ``now``."""
+        if report.idle and self._last_info is not None and now - self._last_info < self.every:
+            return logging.DEBUG
+        self._last_info = now
+        return logging.INFO
 
 
 def _check_credentials(conn: RedisLike) -> None:

@@ -45,7 +45,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics,
+                               generate_latest, start_http_server)
 
 from retain.retention.report import SweepReport
 from retain.retention.status import StreamStatus
@@ -54,6 +55,10 @@ __all__ = ["DriverMetrics", "MetricsServer"]
 
 #: beats are usually milliseconds; the top buckets catch a slow or failing server
 BEAT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+# A counter's or histogram's creation time is no series anyone graphs: without this each one is exported
+# again as a separate *_created gauge.
+disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
 
 
 class DriverMetrics:

@@ -356,7 +356,13 @@ def _tick(document: dict[str, Any], where: Where) -> float:
 
 def _url(document: dict[str, Any], where: Where) -> str | None:
     url = _fields.string(document, "url", where)
-    if url is not None and urllib.parse.urlsplit(url).scheme not in URL_SCHEMES:
+    if url is None:
+        return None
+    problem = _fields.redis_url_problem(url)  # first: a URL no parser reads must not end in a traceback
+    if problem is not None:
+        raise InvalidPolicy(f"{where.field('url')}: {problem}; {_fields.PERCENT_ENCODING} "
+                            f"(got {_fields.redacted_url(url)!r})")
+    if urllib.parse.urlsplit(url).scheme not in URL_SCHEMES:
         raise InvalidPolicy(f"{where.field('url')}: must start with redis://, rediss://, unix:// or "
                             f"redis+sentinel:// (got {_fields.redacted_url(url)!r})")
     return url

@@ -108,6 +108,16 @@ class SweepReport:
             isinstance(error, ServerUnavailable) for error in self.failures.values())
 
     @property
+    def idle(self) -> bool:
+        """True when the beat changed nothing an operator reads a log for: nothing removed or folded, nothing
+        failed, no lease changed hands, no maintenance ended, no consumer group lost unread entries."""
+        changes = self.replica.changes if self.replica is not None else None
+        leases_moved = changes is not None and bool(changes.taken or changes.takeovers or changes.lost
+                                                     or changes.released or changes.renew_failures or changes.error)
+        return not (self.removed or self.folded or self.failures or self.maintenance is not None or self.unconsumed
+                    or leases_moved)
+
+    @property
     def lease_error(self) -> RetainError | None:
         """What failed this replica's lease round trip whole (it then trimmed only what it still held)."""
         return self.replica.changes.error if self.replica is not None else None

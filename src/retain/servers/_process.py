@@ -4,26 +4,31 @@ from __future__ import annotations
 
 import random
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
+import psutil
+
 from retain.errors import ServerStartError
 
-__all__ = ["ChildProcess", "ManagedServer", "ServerStartError", "StartedOnEnter", "free_port", "wait_until"]
+__all__ = ["ChildProcess", "ManagedServer", "ServerStartError", "StartedOnEnter", "free_port", "wait_listening",
+           "wait_until"]
 
 # Ports below are never picked: 6379, 5432 and friends may be taken by the machine's own services.
 _LOW, _HIGH = 20000, 30000
 
 
-def _bindable(port: int) -> bool:
+def _bindable(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
-            probe.bind(("127.0.0.1", port))
+            probe.bind((host, port))
         except OSError:
             return False
     return True
@@ -58,8 +63,54 @@ def wait_until(ready: Callable[[], bool], *, timeout: float, what: str,
         delay = min(delay * 2, 0.1)
 
 
+def wait_listening(child: ChildProcess, host: str, port: int, ready: Callable[[], bool], *, timeout: float,
+                   what: str) -> None:
+    """Wait until ``child`` itself listens on ``host:port`` and ``ready`` answers True.
+
+    The listener is checked first: another process's server on a taken port answers ``ready``
+    too, and would pass for the child's while the child exits with "address in use".
+
+    Raises:
+        ServerStartError: one line naming the address when the child exited and the port is taken;
+            else :func:`wait_until`'s message with the log's tail.
+    """
+    try:
+        wait_until(lambda: child.listens(port) and ready(), alive=child.alive, timeout=timeout, log=child.log,
+                   what=what)
+    except ServerStartError:
+        if not child.alive() and not _bindable(port, host):
+            raise ServerStartError(f"{what}: {host}:{port} is in use by another process; "
+                                   f"choose another port") from None
+        raise
+
+
+#: run in front of a server's argv when retain holds SIGTERM/SIGINT blocked (a daemon does, see
+#: retain.daemon): a child inherits the signal mask through fork and exec, and a server that cannot
+#: receive SIGTERM is killed only after stop()'s timeout. preexec_fn would do it in the child, but is
+#: unsafe in a process with threads; this small interpreter resets the mask (and SIGPIPE and SIGXFSZ,
+#: as subprocess's restore_signals does), takes the server's user if it has one (argv[1], or ""), then
+#: execs the server: same pid.
+_DEFAULT_SIGNALS = ("import os, signal, sys\n"
+                    "for number in (signal.SIGPIPE, signal.SIGXFSZ): signal.signal(number, signal.SIG_DFL)\n"
+                    "signal.pthread_sigmask(signal.SIG_SETMASK, ())\n"
+                    "if sys.argv[1]: os.setgroups([]); os.setgid(int(sys.argv[1])); os.setuid(int(sys.argv[1]))\n"
+                    "os.execvp(sys.argv[2], sys.argv[2:])")
+
+
+def _launcher(argv: list[str], user: int | None) -> tuple[list[str], int | None]:
+    """The argv to start and the user to start it as, so that the server runs as ``user`` with no signal blocked."""
+    if not signal.pthread_sigmask(signal.SIG_BLOCK, ()):
+        return argv, user  # nothing blocked: the child starts with the default mask as it is
+    # The interpreter runs as retain's user (it may sit where ``user`` cannot reach it) and becomes ``user`` itself.
+    shim = [sys.executable, "-I", "-S", "-c", _DEFAULT_SIGNALS, "" if user is None else str(user)]
+    return [*shim, *argv], None
+
+
 class ChildProcess:
-    """A server child process whose output goes to a log file; stopped by terminate, then kill."""
+    """A server child process whose output goes to a log file; stopped by terminate, then kill.
+
+    It starts with no signal blocked, whatever the calling thread blocks.
+    """
 
     def __init__(self, argv: list[str], log: Path, cwd: Path, *, user: int | None = None) -> None:
         self.argv = argv
@@ -68,11 +119,21 @@ class ChildProcess:
         # ``user``: run as that uid (and its gid) -- a server that refuses root, started by root.
         # A process group of its own: a terminal's Ctrl-C goes to retain, which stops its servers itself
         # after what runs against them has stopped, instead of every server dying under its clients at once.
-        self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, cwd=cwd, user=user, group=user, process_group=0)
+        launched, as_user = _launcher(argv, user)
+        self.process = subprocess.Popen(launched, stdout=self._log_file, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, cwd=cwd, user=as_user, group=as_user,
+                                        process_group=0)
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def listens(self, port: int) -> bool:
+        """Whether this process itself (not another one) has a socket listening on ``port``."""
+        try:
+            connections = psutil.Process(self.process.pid).net_connections(kind="tcp")
+        except psutil.Error:
+            return False  # exited, or not ours to inspect: not (yet) listening
+        return any(conn.status == psutil.CONN_LISTEN and conn.laddr.port == port for conn in connections)
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.alive():

@@ -32,7 +32,7 @@ import subprocess
 from pathlib import Path
 
 from retain.errors import ServerStartError
-from retain.servers._process import ChildProcess, ManagedServer, free_port, wait_until
+from retain.servers._process import ChildProcess, ManagedServer, free_port, wait_listening
 
 __all__ = ["PostgresServer", "find_postgres_bin"]
 
@@ -149,13 +149,13 @@ class PostgresServer(ManagedServer):
             self._init()
         fixed = self.port is not None
         for _ in range(1 if fixed else 5):
-            if not fixed:
-                self.port = free_port()
+            port = self.port if self.port is not None else free_port()
+            self.port = port
             self._child = ChildProcess(self.argv(), self.directory / "postgres.log", self.directory,
                                        user=self._as_uid)
             try:
-                wait_until(self._accepts, alive=self._child.alive, timeout=30, log=self._child.log,
-                           what=f"postgres on port {self.port}")
+                wait_listening(self._child, self.host, port, self._accepts, timeout=30,
+                               what=f"postgres on port {port}")
                 return
             except ServerStartError:
                 self._child.stop()

@@ -25,7 +25,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from retain.servers._process import (ChildProcess, ManagedServer, ServerStartError, StartedOnEnter, free_port,
-                                     wait_until)
+                                     wait_listening, wait_until)
 
 __all__ = ["RedisCluster", "RedisServer", "ValkeyServer", "find_redis_server", "find_valkey_server"]
 
@@ -107,15 +107,15 @@ class RedisServer(ManagedServer):
         return args
 
     def _launch(self) -> None:
-        # Start the server (again) and wait until it answers PING.
+        # Start the server (again) and wait until it listens on its port and answers PING.
         fixed = self.port is not None
         for _ in range(1 if fixed else 5):
             if not fixed:
                 self.port = free_port(also_free_at=self._extra_ports())
             self._child = ChildProcess(self.argv(), self.directory / "redis.log", self.directory)
             try:
-                wait_until(self._answers, alive=self._child.alive, timeout=20, log=self._child.log,
-                           what=f"redis-server on port {self.port}")
+                wait_listening(self._child, self.host, self.bound_port, self._answers, timeout=20,
+                               what=f"redis-server on port {self.port}")
                 return
             except ServerStartError:
                 self._child.stop()

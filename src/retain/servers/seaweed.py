@@ -26,7 +26,7 @@ from typing import Any
 import obstore
 from obstore.store import S3Store
 
-from retain.servers._process import ChildProcess, ManagedServer, ServerStartError, free_port, wait_until
+from retain.servers._process import ChildProcess, ManagedServer, ServerStartError, free_port, wait_listening
 
 __all__ = ["SeaweedServer", "find_weed"]
 
@@ -125,8 +125,8 @@ class SeaweedServer(ManagedServer):
             self._pick_ports()
             self._child = ChildProcess(self.argv(), self.directory / "weed.log", self.directory)
             try:
-                wait_until(self._serves_bucket, alive=self._child.alive, timeout=60, log=self._child.log,
-                           what=f"weed mini with S3 on port {self.ports['s3']}")
+                wait_listening(self._child, self.host, self.ports["s3"], self._serves_bucket, timeout=60,
+                               what=f"weed mini with S3 on port {self.ports['s3']}")
                 return
             except ServerStartError as exc:
                 self.stop()

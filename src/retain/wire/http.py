@@ -38,7 +38,7 @@ from retain.errors import InvalidDocument, InvalidInput
 from retain.wire.bounds import ByteBudget, Limits, TooLarge
 from retain.wire.documents import Format, dump, receive
 from retain.wire.requests import answer_failure
-from retain.wire.sockets import HostPort
+from retain.wire.sockets import HostPort, binding
 
 __all__ = ["HTTP_STATUS", "HttpHandler", "HttpServer", "HttpTimeouts", "http_app"]
 
@@ -202,7 +202,12 @@ class HttpServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(self.listen)
+        try:
+            with binding(self.listen):
+                sock.bind(self.listen)
+        except BaseException:
+            sock.close()
+            raise
         self.address = sock.getsockname()[:2]
         protocol = type("GuardedH11", (_Guarded,), {"headers_timeout": self.timeouts.headers})
         certfile, keyfile = self.tls if self.tls is not None else (None, None)

@@ -18,21 +18,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import socket
 import ssl
 import stat
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from retain.errors import InvalidInput
+from retain.errors import InvalidInput, ServerStartError
 
-__all__ = ["DEFAULT_SOCKET_MODE", "HostPort", "StreamSockets", "bind_unix_socket", "set_nodelay"]
+__all__ = ["DEFAULT_SOCKET_MODE", "HostPort", "StreamSockets", "bind_unix_socket", "binding", "set_nodelay"]
 
 HostPort = tuple[str, int]  # a TCP address: (host, port)
 DEFAULT_SOCKET_MODE = 0o600
+
+
+@contextlib.contextmanager
+def binding(address: HostPort) -> Iterator[None]:
+    """A failed bind inside the block raised as :class:`~retain.errors.ServerStartError` naming ``address``
+    (Python's own message, ``[Errno 98] Address already in use``, names none), its OSError the cause."""
+    try:
+        yield
+    except OSError as exc:
+        host, port = address
+        shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        reason = "the address is in use by another process" if exc.errno == errno.EADDRINUSE else \
+            (exc.strerror or str(exc))
+        raise ServerStartError(f"cannot listen on {shown}: {reason}") from exc
 
 
 def set_nodelay(writer: asyncio.StreamWriter) -> None:
@@ -119,7 +134,8 @@ class StreamSockets:
     async def bind(self, listen: HostPort | None, socket_path: str | None) -> None:
         """Listen on TCP ``listen`` (port 0: any free one) and/or the Unix socket ``socket_path``."""
         if listen is not None:
-            server = await asyncio.start_server(self._serve, *listen, limit=2**20, ssl=self.tls)
+            with binding(listen):
+                server = await asyncio.start_server(self._serve, *listen, limit=2**20, ssl=self.tls)
             self.address = server.sockets[0].getsockname()[:2]
             self._servers.append(server)
         if socket_path is not None:
@@ -151,5 +167,10 @@ class StreamSockets:
         set_nodelay(writer)
         try:
             await self.handler(reader, writer)
+        except asyncio.CancelledError:
+            # close() cancelled it: a normal end. Left to end cancelled, Python 3.11's start_server asks the task
+            # for its exception, which raises, and the loop prints a CancelledError traceback (docd's, at the end
+            # of `retain demo --postgres`, when a connection was closing as the server closed).
+            pass
         finally:
             self._connections.discard(task)
