@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 from retain.errors import InvalidDocument, LimitExceeded, LogdError, Unavailable
 
-__all__ = ["ByteBudget", "Budgets", "Limits", "StreamTimeouts", "TooLarge", "check_digits", "loaded_size", "refuse_size"]
+__all__ = ["ByteBudget", "Budgets", "Limits", "StreamTimeouts", "TooLarge", "check_digits", "loaded_size",
+           "refuse_size"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +154,14 @@ class Budgets:
 
 
 def loaded_size(value: object) -> int:
-    """The bytes a loaded document's Python objects take (``sys.getsizeof`` of each, shared ones counted each
-    time they appear: an upper bound); walked without recursion, so any depth is safe."""
+    """The bytes a loaded document's Python objects take (``sys.getsizeof`` of each; None, booleans and small
+    integers are shared singletons and weigh nothing; other shared objects count each time they appear: an
+    upper bound); walked without recursion, so any depth is safe."""
     size, todo = 0, [value]
     while todo:
         item = todo.pop()
+        if item is None or item is True or item is False or (type(item) is int and -5 <= item <= 256):
+            continue
         size += sys.getsizeof(item)
         if isinstance(item, dict):
             todo.extend(item.keys())

@@ -346,7 +346,8 @@ async def _raise(exc: Exception) -> Reply:
     raise exc
 
 
-async def _respond(pending: asyncio.Queue[_Pending | None], link: Link, window: _Window, budgets: Budgets) -> None:
+async def _respond(pending: asyncio.Queue[_Pending | None], link: Link, window: _Window,
+                   budgets: Budgets) -> None:
     while (item := await pending.get()) is not None:
         answer, fmt, held = item
         try:
