@@ -46,6 +46,16 @@ class TestLinear:
         total = 240 * len(chunk) + len(END)
         assert found == [chunk * 240] and framer.examined <= total + 240 * len(END)
 
+    def test_drips_onto_a_big_document_search_only_what_arrived(self):
+        """4 MiB of a document, then 2,000 one-byte drips: each drip is searched with the few bytes before it,
+        not the 4 MiB again (the issue's 8 x 4 MiB and drips held another client 10-13 s)."""
+        framer = Framer(16 * 1024 * 1024)
+        framer.feed(b"x" * (4 * 1024 * 1024))
+        before = framer.examined
+        for _ in range(2000):
+            assert framer.feed(b"y") == []
+        assert framer.examined - before <= 2000 * (len(END) + 1)
+
     def test_an_end_line_straddling_reads_is_found(self):
         """An end line cut anywhere across reads still ends its document, and only it."""
         stream = b"a: 1\n...\nb: 2\n...\n"
