@@ -15,6 +15,7 @@ import pytest
 
 from retain.logd import Client, ServerThread
 from retain.wire import END, ByteBudget, Framer, Limits, load
+from tests.helpers.waiting import wait_for
 
 PROBE_BOUND = 1.0  # seconds: loose, for a shared machine (it was 3.5-9 s with the loop parsing and dumping)
 
@@ -134,3 +135,39 @@ class TestShortRefusals:
         message = answer["error"]["message"]
         assert answer["error"]["code"] == "invalid_request" and len(message) < 300, message[:300]
         assert "xxxx…" in message
+
+
+class TestChunkedAnswers:
+    def test_deltas_pushed_during_a_big_answer_wait_for_its_end(self, big):
+        """A watching connection that does not read gets 8 MB answers in chunks while commits push deltas to
+        it: every delta comes whole, between answers, never inside one."""
+        big.server.store.session().patch([{"set": "big", "value": "x" * 8_000_000}])
+        done = threading.Event()
+
+        def commit() -> None:
+            with Client(big.address) as writer:
+                n = 0
+                while not done.is_set():
+                    writer.patch([{"set": "w", "value": {"n": n}}])
+                    n += 1
+
+        committer = threading.Thread(target=commit, daemon=True)
+        framer, loaded = Framer(1 << 25), []
+        with socket.create_connection(big.address, timeout=120) as raw:
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)  # the answers back up: chunks wait for room
+            raw.sendall(b"watch: {path: w}\n...\n")
+            committer.start()
+            try:
+                raw.sendall(b'{"get":{"path":"big"}}\n...\n' * 3)
+                head = big.server.store.head
+                wait_for(lambda: big.server.store.head >= head + 100, "commits while the answers wait unread")
+                while sum("result" in document for document in loaded) < 4:
+                    chunk = raw.recv(65536)
+                    assert chunk, "the server closed the connection"
+                    loaded += [load(document, Limits(max_bytes=1 << 25))[0] for document in framer.feed(chunk)]
+            finally:
+                done.set()
+                committer.join()
+        answers = [document["result"] for document in loaded if "result" in document]
+        assert [len(answer["get"]["value"]) for answer in answers[1:]] == [8_000_000] * 3
+        assert any("delta" in document for document in loaded[1:])
