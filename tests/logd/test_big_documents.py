@@ -171,3 +171,14 @@ class TestChunkedAnswers:
         answers = [document["result"] for document in loaded if "result" in document]
         assert [len(answer["get"]["value"]) for answer in answers[1:]] == [8_000_000] * 3
         assert any("delta" in document for document in loaded[1:])
+
+    def test_an_answer_past_the_connection_budget_is_refused_naming_it(self, store):
+        """An 8 MB answer is counted while it goes out: past a 4 MiB max_held it is answered unavailable."""
+        store.session().patch([{"set": "big", "value": "x" * 8_000_000}, {"set": "small", "value": 1}])
+        budget = ByteBudget()
+        with ServerThread(store, listen=("127.0.0.1", 0), limits=Limits(max_held=4 * 1024 * 1024),
+                          budget=budget) as running:
+            answer = ask(running.address, b'{"get":{"path":"big"}}\n...\n')
+            assert answer["error"]["code"] == "unavailable" and "max_held" in answer["error"]["message"], answer
+            assert ask(running.address, b"get: {path: small}\n...\n")["result"]["get"]["value"] == 1
+        assert budget.used == 0

@@ -26,8 +26,9 @@ and :class:`~retain.wire.StreamTimeouts`' defaults):
 - an unfinished document holds at most ``max_bytes`` and draws on the server's
   :class:`~retain.wire.ByteBudget`; past it the document is dropped and answered ``unavailable``;
 - a request read whole stays counted, at its length plus its loaded size, in that budget and in the
-  connection's own (``max_held``, 64 MiB) until its answer is written; one that does not fit is
-  answered ``unavailable``, naming the budget (issue 23, finding 1);
+  connection's own (``max_held``, 64 MiB) until its answer is written, and an answer longer than a
+  chunk while it goes out; one that does not fit is answered ``unavailable``, naming the budget
+  (issue 23, finding 1);
 - a document longer than ``inline_bytes`` (16 KiB) is loaded, and an answer weighing more is dumped, on
   :mod:`retain.wire.offload`'s pool, the connection waiting for it and every other going on; an
   answer goes out in chunks of 64 KiB, each drained before the next, so it costs its own peer's pace;
@@ -89,8 +90,9 @@ class Link:
     """
 
     def __init__(self, writer: asyncio.StreamWriter, token: Token | None = None,
-                 max_unsent: int = Limits().max_unsent, limits: Limits = Limits()) -> None:
-        self.writer, self.max_unsent, self.limits = writer, max_unsent, limits
+                 max_unsent: int = Limits().max_unsent, limits: Limits = Limits(),
+                 budgets: Budgets | None = None) -> None:
+        self.writer, self.max_unsent, self.limits, self.budgets = writer, max_unsent, limits, budgets
         self.token = token  # the token the connection presented; None on an open server
         self.streaming = False  # a watch streams to it: it may be quiet for ever without being idle
         self._deferred: list[bytes] | None = None  # pushed while an answer goes out in chunks
@@ -100,10 +102,19 @@ class Link:
         self.write(frame(document, fmt))
 
     async def answer(self, document: dict[str, Any], fmt: Format) -> None:
-        """Dump an answer (off the loop when it is big) and write it in chunks, each drained before the next."""
+        """Dump an answer (off the loop when it is big) and write it in chunks, each drained before the next.
+
+        An answer longer than a chunk is counted in ``budgets`` while it goes out; one that does not fit is
+        answered ``unavailable`` instead, naming the budget."""
         data = await dump_answer(document, fmt, self.limits)
         if len(data) <= _CHUNK:
             self.write(data + END)
+            return
+        spent = None if self.budgets is None else self.budgets.short(len(data))
+        if spent is not None:
+            failure = Unavailable(f"the server cannot hold this answer: it is {len(data)} bytes and {spent} is "
+                                  "spent; ask again later, or for less")
+            self.write(frame(answer_failure(failure), fmt))
             return
         self._deferred = []
         try:
@@ -113,6 +124,8 @@ class Link:
             self.write(END)
         finally:
             deferred, self._deferred = self._deferred, None
+            if self.budgets is not None:
+                self.budgets.give(len(data))
         for pushed in deferred:
             self.push(pushed)
 
@@ -169,12 +182,12 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
     With ``tokens``, the first document must present one (``{auth: {token: SECRET}}``). At most
     ``limits.max_unanswered`` requests are read ahead of the answers the peer has taken; unfinished documents
     draw on ``budget``; ``timeouts`` close an idle connection and one whose document does not finish."""
-    link = Link(writer, max_unsent=limits.max_unsent, limits=limits)
+    own = ByteBudget(limits.max_held, "max_held, one connection's")
+    budgets = Budgets([own] if budget is None else [own, budget])
+    link = Link(writer, max_unsent=limits.max_unsent, limits=limits, budgets=budgets)
     talk: Conversation | None = None
     pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
     window = _Window(limits.max_unanswered)
-    own = ByteBudget(limits.max_held, "max_held, one connection's")
-    budgets = Budgets([own] if budget is None else [own, budget])
     responder = asyncio.create_task(_respond(pending, link, window, budgets))
     framer = Framer(limits.max_bytes, budgets, keep=True)
     loop = asyncio.get_running_loop()
