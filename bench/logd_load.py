@@ -12,9 +12,13 @@ clients allow on this machine. ``ratio_50`` = logd's req/s / the baseline's at 5
 Where the time goes: the server's and the clients' CPU seconds per request (from /proc), beside the
 wall time; the machine is shared, so the figures are noisy -- compare within one run.
 
+A big document (issue 23, finding 1): ``probe_max_ms_big_doc`` is the longest 1-record ``get`` of a second
+client on the stream socket while one client sends a 3 MiB JSON document (a patch of a list of 1.6 million
+zeros) and waits for its answer; the target is under 250 ms (9 s when the event loop loaded documents).
+
 Run: python3 dev.py bench logd_load [--seconds 10] [--clients 50,200] [--processes 2] [--synchronous full]
 Prints a table, then one JSON line: {"rps_50", "p99_ms_50", "rps_200", "p99_ms_200", "baseline_rps_50",
-"ratio_50", ...}.
+"ratio_50", "probe_max_ms_big_doc", ...}.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -144,7 +149,39 @@ def load(port: int, server_pid: int, clients: int, seconds: float, processes: in
     }
 
 
-def start_logd(directory: Path, synchronous: str) -> tuple[subprocess.Popen[bytes], int]:
+def probe_big_doc(port: int) -> tuple[float, int]:
+    """The longest 1-record get (ms) of a client on the stream socket while another sends a 3 MiB JSON document
+    and waits for its answer; and how many probes ran meanwhile."""
+    from retain.logd import Client
+    from retain.wire import END, Framer
+
+    document = json.dumps({"patch": {"ops": [{"set": "big", "value": [0] * 1_600_000}]}}, separators=(",", ":"))
+    data = document.encode() + b"\n" + END
+
+    def attack() -> None:
+        framer, found = Framer(1 << 25), []
+        with socket.create_connection(("127.0.0.1", port), timeout=300) as raw:
+            raw.sendall(data)
+            while not found:
+                chunk = raw.recv(65536)
+                if not chunk:
+                    raise SystemExit("logd closed the big document's connection")
+                found.extend(framer.feed(chunk))
+
+    attacker = threading.Thread(target=attack, daemon=True)
+    longest, probes = 0.0, 0
+    with Client(("127.0.0.1", port), timeout=300) as probe:
+        probe.get("jobs.j1")
+        attacker.start()
+        while attacker.is_alive():
+            start = time.perf_counter()
+            probe.get("jobs.j1")
+            longest, probes = max(longest, time.perf_counter() - start), probes + 1
+    attacker.join()
+    return 1000 * longest, probes
+
+
+def start_logd(directory: Path, synchronous: str) -> tuple[subprocess.Popen[bytes], int, int]:
     from retain.logd import Store
     from retain.logd.settings import Settings
 
@@ -157,7 +194,8 @@ def start_logd(directory: Path, synchronous: str) -> tuple[subprocess.Popen[byte
                               "--db", str(db), "--listen", f"127.0.0.1:{stream}", "--http", f"127.0.0.1:{http}",
                               "--synchronous", synchronous], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wait_listening(http, child)
-    return child, http
+    wait_listening(stream, child)
+    return child, http, stream
 
 
 def start_baseline() -> tuple[subprocess.Popen[bytes], int]:
@@ -185,7 +223,7 @@ def main() -> None:
     figures: dict[str, float] = {}
     rows = []
     with tempfile.TemporaryDirectory(prefix="retain-bench-") as directory:
-        logd, logd_port = start_logd(Path(directory), options.synchronous)
+        logd, logd_port, stream_port = start_logd(Path(directory), options.synchronous)
         try:
             for clients in counts:
                 result = load(logd_port, logd.pid, clients, options.seconds,
@@ -197,6 +235,9 @@ def main() -> None:
                 figures[f"errors_{clients}"] = result["errors"]
                 figures[f"server_cpu_ms_per_request_{clients}"] = round(result["server_cpu_ms"], 3)
                 figures[f"client_cpu_ms_per_request_{clients}"] = round(result["client_cpu_ms"], 3)
+            probe_ms, probes = probe_big_doc(stream_port)
+            figures["probe_max_ms_big_doc"] = round(probe_ms, 1)
+            figures["probes_big_doc"] = probes
         finally:
             stop(logd)
         baseline, baseline_port = start_baseline()
@@ -218,6 +259,8 @@ def main() -> None:
               f"{result['errors']:>6} {result['server_cpu_ms']:>14.3f} {result['client_cpu_ms']:>14.3f}")
     print(f"{options.seconds:g} s per run, {options.processes} client processes, storage.synchronous="
           f"{options.synchronous}; the machine is shared: figures are noisy")
+    print(f"longest 1-record get while another client sends 3 MiB of JSON: {figures['probe_max_ms_big_doc']} ms "
+          f"({figures['probes_big_doc']} probes)")
     print(json.dumps(figures))
 
 

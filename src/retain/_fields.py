@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import reprlib
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
@@ -25,11 +26,24 @@ from typing import Any, NoReturn
 from retain import durations
 from retain.errors import InvalidInput
 
-__all__ = ["MAX_COUNT", "PERCENT_ENCODING", "Where", "boolean", "count", "duration", "redacted_url",
-           "redis_url_problem", "refuse_unknown", "seconds", "string", "whole_number"]
+__all__ = ["MAX_COUNT", "PERCENT_ENCODING", "QUOTE_CHARS", "Where", "boolean", "count", "duration", "quoted",
+           "redacted_url", "redis_url_problem", "refuse_unknown", "seconds", "string", "whole_number"]
 
 #: the largest count Redis (and a Parquet int64) holds: 2^63-1; a larger one passes nothing but fails every beat
 MAX_COUNT = 2**63 - 1
+#: the most characters of a refused value a refusal quotes: a 4 MiB value is not echoed back (issue 23, finding 2)
+QUOTE_CHARS = 64
+_SHORT = reprlib.Repr()
+_SHORT.maxstring, _SHORT.maxother = QUOTE_CHARS + 2, QUOTE_CHARS
+
+
+def quoted(value: Any) -> str:
+    """``repr(value)``, or its first :data:`QUOTE_CHARS` characters and "…" when longer; a big value is never
+    written out whole to be cut (a string is cut before its repr, a collection's repr stops early)."""
+    if isinstance(value, (str, bytes)) and len(value) > QUOTE_CHARS:
+        return repr(value[:QUOTE_CHARS])[:QUOTE_CHARS] + "…"
+    text = _SHORT.repr(value)
+    return text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "…"
 
 
 class Where:
@@ -53,7 +67,7 @@ class Where:
 
     def refuse(self, name: str, expected: str, value: Any) -> NoReturn:
         """Raise ``error``: field ``name`` must be ``expected`` (got ``value``)."""
-        raise self.error(f"{self.field(name)}: must be {expected} (got {value!r})")
+        raise self.error(f"{self.field(name)}: must be {expected} (got {quoted(value)})")
 
     def __str__(self) -> str:
         return self.text

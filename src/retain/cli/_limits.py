@@ -27,6 +27,8 @@ LIMITS: dict[str, tuple[str, str, type]] = {
     "intDigits": ("wire", "max_int_digits", int),
     "unanswered": ("wire", "max_unanswered", int),
     "unsentBytes": ("wire", "max_unsent", int),
+    "heldBytes": ("wire", "max_held", int),
+    "inlineBytes": ("wire", "inline_bytes", int),
     "documentSeconds": ("stream", "document", float),
     "idleSeconds": ("stream", "idle", float),
     "httpIdleSeconds": ("http", "idle", float),

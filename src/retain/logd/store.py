@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
+from retain._fields import quoted
 from retain.clock import format_rfc3339, utc_now
 from retain.errors import Compacted, InvalidRequest, LimitExceeded, NotFound
 from retain.logd import history
@@ -274,7 +275,7 @@ class Store:
         if at is None:
             return head
         if type(at) is not int or not 1 <= at <= head:
-            raise InvalidRequest(f"at must be a commit number from 1 to the head {head} (got {at!r})")
+            raise InvalidRequest(f"at must be a commit number from 1 to the head {head} (got {quoted(at)})")
         if at < self._boundary and at not in self._snapshots:
             before, after = history.nearest(self._snapshots, at, self._boundary)
             kept = " and ".join(str(n) for n in (before, after) if n is not None)

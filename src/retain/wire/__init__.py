@@ -18,7 +18,8 @@ One layer under both servers, so that neither holds the other's transport:
   (:func:`serve_connection`: documents in, answers out in request order, each
   :class:`Conversation` deciding whether it pipelines), a :class:`StreamServer` of
   conversations, the HTTP transport (:func:`http_app`, :class:`HttpServer`), and running
-  any of them on a loop in a thread (:class:`ThreadedServer`).
+  any of them on a loop in a thread (:class:`ThreadedServer`); both transports load big
+  documents and dump big answers off the loop (:mod:`~retain.wire.offload`).
 
 It imports only the vocabulary (:mod:`retain.errors`, :mod:`retain.clock`,
 :mod:`retain._fields`) and never logd or docd: they import it. The modules are this

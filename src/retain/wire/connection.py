@@ -25,6 +25,13 @@ and :class:`~retain.wire.StreamTimeouts`' defaults):
   reads stops being read from, and queues no more work for anyone's writer;
 - an unfinished document holds at most ``max_bytes`` and draws on the server's
   :class:`~retain.wire.ByteBudget`; past it the document is dropped and answered ``unavailable``;
+- a request read whole stays counted, at its length plus its loaded size, in that budget and in the
+  connection's own (``max_held``, 64 MiB) until its answer is written, and an answer longer than a
+  chunk while it goes out; one that does not fit is answered ``unavailable``, naming the budget
+  (issue 23, finding 1);
+- a document longer than ``inline_bytes`` (16 KiB) is loaded, and an answer weighing more is dumped, on
+  :mod:`retain.wire.offload`'s pool, the connection waiting for it and every other going on; an
+  answer goes out in chunks of 64 KiB, each drained before the next, so it costs its own peer's pace;
 - a watch's deltas wait unsent for a peer that stopped reading them up to ``max_unsent``
   (64 MiB); past it the connection is closed;
 - a document must end within ``document`` (30 s) of its first byte, else it is refused and
@@ -51,11 +58,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from retain.errors import InvalidDocument, InvalidRequest, Unauthenticated
+from retain.errors import InvalidDocument, InvalidRequest, Unauthenticated, Unavailable
 from retain.wire.auth import Token, Tokens
-from retain.wire.bounds import ByteBudget, Limits, StreamTimeouts, TooLarge
-from retain.wire.documents import Format, answer_format, receive
-from retain.wire.framing import Framer, frame
+from retain.wire.bounds import Budgets, ByteBudget, Limits, StreamTimeouts, TooLarge
+from retain.wire.documents import Format, answer_format
+from retain.wire.framing import END, Framer, frame
+from retain.wire.offload import Loaded, dump_answer, load_request
 from retain.wire.requests import answer_failure
 
 __all__ = ["Conversation", "Link", "Reply", "serve_connection"]
@@ -77,26 +85,62 @@ class Link:
 
     :meth:`push` is for documents the peer did not ask for (a watch's deltas): nothing waits for the peer
     to read those, so once more than ``max_unsent`` bytes wait unsent the connection is closed rather than
-    buffer without end; the watcher reconnects and reads from the commit it got to.
+    buffer without end; the watcher reconnects and reads from the commit it got to. A document pushed while
+    an answer is going out in chunks waits for its end (it would land inside it).
     """
 
     def __init__(self, writer: asyncio.StreamWriter, token: Token | None = None,
-                 max_unsent: int = Limits().max_unsent) -> None:
-        self.writer, self.max_unsent = writer, max_unsent
+                 max_unsent: int = Limits().max_unsent, limits: Limits = Limits(),
+                 budgets: Budgets | None = None) -> None:
+        self.writer, self.max_unsent, self.limits, self.budgets = writer, max_unsent, limits, budgets
         self.token = token  # the token the connection presented; None on an open server
         self.streaming = False  # a watch streams to it: it may be quiet for ever without being idle
+        self._deferred: list[bytes] | None = None  # pushed while an answer goes out in chunks
 
     def send(self, document: dict[str, Any], fmt: Format) -> None:
+        """Write a small document of the conversation's own at once (a big one goes out by :meth:`answer`)."""
         self.write(frame(document, fmt))
+
+    async def answer(self, document: dict[str, Any], fmt: Format) -> None:
+        """Dump an answer (off the loop when it is big) and write it in chunks, each drained before the next.
+
+        An answer longer than a chunk is counted in ``budgets`` while it goes out; one that does not fit is
+        answered ``unavailable`` instead, naming the budget."""
+        data = await dump_answer(document, fmt, self.limits)
+        if len(data) <= _CHUNK:
+            self.write(data + END)
+            return
+        spent = None if self.budgets is None else self.budgets.short(len(data))
+        if spent is not None:
+            failure = Unavailable(f"the server cannot hold this answer: it is {len(data)} bytes and {spent} is "
+                                  "spent; ask again later, or for less")
+            self.write(frame(answer_failure(failure), fmt))
+            return
+        self._deferred = []
+        try:
+            for start in range(0, len(data), _CHUNK):
+                self.write(data[start:start + _CHUNK])
+                await self.drain()
+            self.write(END)
+        finally:
+            deferred, self._deferred = self._deferred, None
+            if self.budgets is not None:
+                self.budgets.give(len(data))
+        for pushed in deferred:
+            self.push(pushed)
 
     def push(self, data: bytes) -> None:
         """Write framed bytes nobody asked for; close the connection if its peer has stopped reading them."""
         if self.writer.is_closing():
             return
-        if self.writer.transport.get_write_buffer_size() + len(data) > self.max_unsent:
+        unsent = self.writer.transport.get_write_buffer_size() + sum(map(len, self._deferred or ()))
+        if unsent + len(data) > self.max_unsent:
             log.warning("closing a connection whose peer left %d bytes of pushed documents unread (limit %d)",
-                        self.writer.transport.get_write_buffer_size(), self.max_unsent)
+                        unsent, self.max_unsent)
             self.abort()
+            return
+        if self._deferred is not None:
+            self._deferred.append(data)
             return
         self.writer.write(data)
 
@@ -125,7 +169,8 @@ class Conversation(Protocol):
     async def aclose(self) -> None: ...
 
 
-_Pending = tuple[Awaitable[Reply], Format]
+#: an answer to await, its format, and the bytes its request holds in the budgets until it is written
+_Pending = tuple[Awaitable[Reply], Format, int]
 
 
 async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
@@ -137,16 +182,19 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
     With ``tokens``, the first document must present one (``{auth: {token: SECRET}}``). At most
     ``limits.max_unanswered`` requests are read ahead of the answers the peer has taken; unfinished documents
     draw on ``budget``; ``timeouts`` close an idle connection and one whose document does not finish."""
-    link = Link(writer, max_unsent=limits.max_unsent)
+    own = ByteBudget(limits.max_held, "max_held, one connection's")
+    budgets = Budgets([own] if budget is None else [own, budget])
+    link = Link(writer, max_unsent=limits.max_unsent, limits=limits, budgets=budgets)
     talk: Conversation | None = None
     pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
     window = _Window(limits.max_unanswered)
-    responder = asyncio.create_task(_respond(pending, link, window))
-    framer = Framer(limits.max_bytes, budget)
+    responder = asyncio.create_task(_respond(pending, link, window, budgets))
+    framer = Framer(limits.max_bytes, budgets, keep=True)
     loop = asyncio.get_running_loop()
     first, begun = True, loop.time()
     # An answer going out re-arms the idle deadline of the read under way: it idles from that answer on.
     window.deadline = lambda: _deadline(framer, begun, link, window, timeouts)
+    loose = 0  # bytes of documents framed, and so counted in the budgets, but not yet queued for an answer
     try:
         while True:
             deadline = _deadline(framer, begun, link, window, timeouts)
@@ -159,7 +207,7 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 if framer.unfinished:
                     failure = InvalidDocument(f"a document must end (a line '...') within {timeouts.document:g}s "
                                               "of its first byte; closing the connection")
-                    pending.put_nowait((_ready(answer_failure(failure)), "yaml"))
+                    pending.put_nowait((_ready(answer_failure(failure)), "yaml", 0))
                 break  # idle: nothing to answer; too slow: its refusal is the last answer
             finally:
                 window.timer = None
@@ -167,16 +215,22 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 break
             was_unfinished = framer.unfinished
             documents = framer.feed(data)
+            loose += sum(len(document) for document in documents if not isinstance(document, TooLarge))
             if framer.unfinished and (documents or not was_unfinished):
                 begun = loop.time()  # a new document has begun
             refused = False
             for document in documents:
+                wire = 0 if isinstance(document, TooLarge) else len(document)
                 await window.reserve()  # the peer has not taken enough answers yet: stop reading its requests
+                fmt = answer_format(document)
+                loaded, held = await _load(document, limits, budgets, wire)
+                loose -= wire  # counted in held from here
+                del document  # loaded: its bytes are no longer needed (still counted until the answer is out)
                 if first:
                     first = False
-                    answer, fmt, presented = _authenticate(document, tokens, limits)
+                    answer, fmt, presented = _authenticate(loaded, fmt, tokens)
                     if answer is not None:
-                        pending.put_nowait((_ready(answer), fmt))
+                        pending.put_nowait((_ready(answer), fmt, held))
                     if presented is None and tokens is not None:
                         refused = True  # answer the refusal, then close
                         break
@@ -185,7 +239,7 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                     if answer is not None:
                         continue
                 assert talk is not None
-                pending.put_nowait(_arrive(talk, document, limits))
+                pending.put_nowait(_arrive(talk, loaded, fmt, held))
             if refused:
                 break
         pending.put_nowait(None)  # the peer is done sending (or was refused, or too slow): answer what it sent
@@ -196,9 +250,10 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
         pass  # the server is closing: a normal end, not an error to log
     finally:
         framer.close()
+        budgets.give(loose)
         responder.cancel()
         await asyncio.gather(responder, return_exceptions=True)
-        _discard(pending)
+        _discard(pending, budgets)
         if talk is not None:
             with contextlib.suppress(Exception):
                 await talk.aclose()
@@ -248,20 +303,33 @@ def _idle(window: _Window, link: Link, timeouts: StreamTimeouts, now: float) -> 
 _OPEN = object()  # an auth document accepted by an open server: no token to carry
 
 
-def _authenticate(document: bytes | TooLarge, tokens: Tokens | None,
-                  limits: Limits) -> tuple[dict[str, Any] | None, Format, Token | object | None]:
+async def _load(document: bytes | TooLarge, limits: Limits, budgets: Budgets,
+                held: int) -> tuple[Loaded | Exception, int]:
+    """Load a request (off the loop when it is big) and count it, at its length plus its loaded size, in the
+    budgets: (it or the failure that is its answer, the bytes it holds). ``held`` bytes are counted already."""
+    try:
+        loaded = await load_request(document, limits)
+    except Exception as exc:
+        return exc, held
+    spent = budgets.short(loaded.size)
+    if spent is not None:
+        return Unavailable(f"the server cannot hold this request: it loads to {loaded.size} bytes and {spent} "
+                           "is spent; send it again later"), held
+    return loaded, held + loaded.size
+
+
+def _authenticate(loaded: Loaded | Exception, fmt: Format,
+                  tokens: Tokens | None) -> tuple[dict[str, Any] | None, Format, Token | object | None]:
     """The connection's first document: (its answer if it was an ``auth`` one, its format, the token presented).
 
     On an open server a first document that is not ``auth`` is no answer of its own (None, the conversation
     answers it) and the token is :data:`_OPEN`; with tokens it is refused, and the token None.
     """
-    fmt = answer_format(document)
-    try:
-        request, fmt = receive(document, limits)
-    except Exception as exc:
+    if isinstance(loaded, Exception):
         if tokens is None:
             return None, fmt, _OPEN
-        return answer_failure(exc), fmt, None
+        return answer_failure(loaded), fmt, None
+    request, fmt = loaded.value, loaded.fmt
     is_auth = isinstance(request, dict) and set(request) == {"auth"}
     if not is_auth:
         if tokens is None:
@@ -285,40 +353,46 @@ async def _ready(document: dict[str, Any]) -> Reply:
     return Reply(document)
 
 
-def _arrive(talk: Conversation, document: bytes | TooLarge, limits: Limits) -> _Pending:
-    """Load a document as it arrives and ask for its answer; a failure is the answer, in the document's format."""
-    fmt = answer_format(document)
+def _arrive(talk: Conversation, loaded: Loaded | Exception, fmt: Format, held: int) -> _Pending:
+    """Ask for a loaded request's answer; a failure (to load, or to answer) is the answer, in its format."""
+    if isinstance(loaded, Exception):
+        return _raise(loaded), fmt, held
     try:
-        request, fmt = receive(document, limits)
-        return talk.answer(request, fmt), fmt
+        return talk.answer(loaded.value, loaded.fmt), loaded.fmt, held
     except Exception as exc:
-        return _raise(exc), fmt
+        return _raise(exc), loaded.fmt, held
 
 
 async def _raise(exc: Exception) -> Reply:
     raise exc
 
 
-async def _respond(pending: asyncio.Queue[_Pending | None], link: Link, window: _Window) -> None:
+async def _respond(pending: asyncio.Queue[_Pending | None], link: Link, window: _Window,
+                   budgets: Budgets) -> None:
     while (item := await pending.get()) is not None:
-        answer, fmt = item
+        answer, fmt, held = item
         try:
-            reply = await answer
-        except Exception as exc:  # a bug must not take the connection down
-            reply = Reply(answer_failure(exc))
-        link.send(reply.document, fmt)
+            try:
+                reply = await answer
+            except Exception as exc:  # a bug must not take the connection down
+                reply = Reply(answer_failure(exc))
+            await link.answer(reply.document, fmt)
+        finally:
+            budgets.give(held)  # answered (or the connection is ending): its request is let go
         if reply.then is not None:
             reply.then()
         await link.drain()  # waits while the peer does not read: its next requests wait too
         window.release()
 
 
-def _discard(pending: asyncio.Queue[_Pending | None]) -> None:
-    """Drop answers never awaited (the connection ended first) without leaving coroutines or errors dangling."""
+def _discard(pending: asyncio.Queue[_Pending | None], budgets: Budgets) -> None:
+    """Drop answers never awaited (the connection ended first) without leaving coroutines or errors dangling,
+    giving back what their requests held."""
     while not pending.empty():
         item = pending.get_nowait()
         if item is None:
             continue
+        budgets.give(item[2])
         answer = item[0]
         if asyncio.iscoroutine(answer):
             answer.close()

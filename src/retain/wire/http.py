@@ -16,13 +16,18 @@ are not complete ``headers`` seconds after its first byte is dropped (slowloris)
 still arriving ``body`` seconds after the headers is answered 408 and the connection closed.
 A request's line and headers are at most 64 KiB however they arrive (h11 bounds a head still
 incomplete; each complete one is measured too), else 400 and the connection closed.
+
+As on a stream (:mod:`retain.wire.connection`), a body longer than ``inline_bytes`` is loaded and an
+answer weighing more is dumped on :mod:`retain.wire.offload`'s pool, a big answer goes out in drained
+64 KiB chunks, and a body stays counted in the budget, at its length plus its loaded size, until its
+answer is written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +36,13 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from retain.errors import InvalidDocument, InvalidInput
+from retain.errors import InvalidDocument, InvalidInput, Unavailable
 from retain.wire.bounds import ByteBudget, Limits, TooLarge
-from retain.wire.documents import Format, dump, receive
+from retain.wire.documents import Format, dump
+from retain.wire.offload import dump_answer, load_request
 from retain.wire.requests import answer_failure
 from retain.wire.sockets import HostPort, binding
 
@@ -49,6 +55,7 @@ HTTP_STATUS = {"invalid_request": 400, "invalid_retain": 400, "limit_exceeded": 
 TOO_LARGE = 413
 TOO_SLOW = 408
 _MAX_HEADER_BYTES = 64 * 1024
+_CHUNK = 64 * 1024  # a big answer's body goes out in pieces this size, each drained before the next
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,21 +98,38 @@ def http_app(handler: HttpHandler, limits: Limits = Limits(), timeouts: HttpTime
         except TimeoutError:
             failure = answer_failure(InvalidDocument(f"the body did not arrive within {timeouts.body:g}s"))
             return Response(dump(failure, fmt), TOO_SLOW, media_type=_MEDIA[fmt], headers={"connection": "close"})
+        too_large = document if isinstance(document, TooLarge) else None
         try:
-            value, loaded = receive(document, limits)
-            if fmt == "json" and loaded != "json":
+            loaded = await load_request(document, limits)
+            del document  # loaded: its bytes are no longer needed (still counted until the answer is out)
+            spent = budget.short(loaded.size)
+            if spent is not None:
+                raise Unavailable(f"the server cannot hold this request: it loads to {loaded.size} bytes and "
+                                  f"{spent} is spent; send it again later")
+            held[0] += loaded.size
+            if fmt == "json" and loaded.fmt != "json":
                 raise InvalidDocument("Content-Type says JSON but the body is not JSON")
-            fmt = loaded
-            answer = await handler(value, fmt, request.headers)
+            fmt = loaded.fmt
+            answer = await handler(loaded.value, fmt, request.headers)
         except Exception as exc:  # a bug must not take the server down
             answer = answer_failure(exc)
-        if isinstance(document, TooLarge):
-            status = HTTP_STATUS["unavailable"] if document.overloaded else TOO_LARGE
+        if too_large is not None:
+            status = HTTP_STATUS["unavailable"] if too_large.overloaded else TOO_LARGE
         else:
             status = HTTP_STATUS.get(answer["error"]["code"], 500) if "error" in answer else 200
-        return Response(dump(answer, fmt), status, media_type=_MEDIA[fmt])
+        body = await dump_answer(answer, fmt, limits)
+        if len(body) <= _CHUNK:
+            return Response(body, status, media_type=_MEDIA[fmt])
+        return StreamingResponse(_chunks(body), status, media_type=_MEDIA[fmt],
+                                 headers={"content-length": str(len(body))})
 
     return Starlette(routes=[Route("/", post, methods=["POST"])])
+
+
+async def _chunks(body: bytes) -> AsyncIterator[bytes]:
+    """A big answer in pieces: uvicorn drains each before the next is asked for."""
+    for start in range(0, len(body), _CHUNK):
+        yield body[start:start + _CHUNK]
 
 
 async def _body(request: Request, limits: Limits, budget: ByteBudget, held: list[int]) -> bytes | TooLarge:
@@ -116,8 +140,9 @@ async def _body(request: Request, limits: Limits, budget: ByteBudget, held: list
         body += chunk
         if len(body) > limits.max_bytes:
             return TooLarge(len(body))
-        if not budget.take(len(chunk)):
-            return TooLarge(len(body), overloaded=True)
+        spent = budget.short(len(chunk))
+        if spent is not None:
+            return TooLarge(len(body), overloaded=True, spent=spent)
         held[0] += len(chunk)
     return bytes(body)
 

@@ -42,9 +42,17 @@ def answer_result(verb: str, result: dict[str, Any]) -> dict[str, Any]:
     return {"result": {verb: result}}
 
 
+#: the longest error message answered: past it the message is cut, whatever value it quotes (a refusal quotes
+#: at most a short prefix of a value, :func:`retain._fields.quoted`; this holds for any that does not)
+MAX_MESSAGE = 1024
+
+
 def answer_error(error: LogdError) -> dict[str, Any]:
-    """``{error: {code, message}}`` for ``error``."""
-    return {"error": {"code": error.code, "message": str(error)}}
+    """``{error: {code, message}}`` for ``error``, its message cut to :data:`MAX_MESSAGE` characters."""
+    message = str(error)
+    if len(message) > MAX_MESSAGE:
+        message = message[:MAX_MESSAGE] + "…"
+    return {"error": {"code": error.code, "message": message}}
 
 
 def answer_failure(exc: Exception) -> dict[str, Any]:
