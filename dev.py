@@ -4,6 +4,7 @@
     python3 dev.py demo [ARGS...]   run the main job on embedded defaults
     python3 dev.py test [ARGS...]   run the whole test suite (ARGS go to pytest)
     python3 dev.py typecheck        mypy --strict over src/ (the settings are pyproject.toml's)
+    python3 dev.py lint [ARGS...]   ruff over src/, tests/, bench/ and dev.py (the rules are pyproject.toml's)
     python3 dev.py floor [ARGS...]  run the streams, retention and archive tests on the lowest
                                     redis-py pyproject.toml admits (ARGS go to pytest)
     python3 dev.py servers [ARGS...]
@@ -53,8 +54,10 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".retain-installed"
-EXTRAS = {"demo": "", "test": "[test]", "typecheck": "[test]", "floor": "[test]", "servers": "[test]",
-          "bench": "[test]"}
+EXTRAS = {"demo": "", "test": "[test]", "typecheck": "[test]", "lint": "[test]", "floor": "[test]",
+          "servers": "[test]", "bench": "[test]"}
+#: what the linter reads: everything of the project written in Python
+LINTED = ["src", "tests", "bench", "dev.py"]
 FLOOR = ROOT / ".venv-redis-floor"
 FLOOR_STAMP = FLOOR / ".retain-installed"
 #: the parts that talk to Redis through redis-py: the driver, the cluster, the fold
@@ -82,6 +85,8 @@ def main(argv: list[str]) -> int:
         return run([str(PYTHON), "-m", "pytest", *rest])
     if command == "typecheck":
         return run([str(PYTHON), "-m", "mypy", *rest])
+    if command == "lint":
+        return run([str(VENV / "bin" / "ruff"), "check", *(rest or LINTED)])
     if command == "floor":
         version = redis_floor()
         ensure_floor(version)

@@ -21,7 +21,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import duckdb
 import pyarrow as pa
@@ -33,7 +33,7 @@ from retain.archive.layout import stream_digest
 
 STREAMS, DAYS, PER_DAY = 10, 30, 2_000
 ROUNDS = 7
-START = datetime(2026, 8, 1, tzinfo=timezone.utc)
+START = datetime(2026, 8, 1, tzinfo=UTC)
 LAYOUTS = {"stream_digest": ["stream_digest"], "stream": ["stream"], "stream_day": ["stream", "day"],
            "none": None}
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import runpy
 import os
+import runpy
 import shutil
 import sys
 import tempfile

@@ -86,6 +86,13 @@ def busiest_tick(samples: list[tuple[float, list[int], list[int]]], slot: int, t
     return most
 
 
+def slots_of(number: int, keys: list[str], streams: int, producers: int) -> list[tuple[int, str]]:
+    """The (slot, key) pairs producer ``number`` appends to: every ``producers``-th stream, the control on the
+    first."""
+    slots = [(slot, keys[slot]) for slot in range(number, streams, producers)]
+    return slots + [(streams, CONTROL)] if number == 0 else slots
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=60.0, help="seconds the producers append (default 60)")
@@ -112,12 +119,9 @@ def main() -> None:
         counters = spawn.Array("q", len(keys), lock=False)  # one writer per slot
         go = time.time() + 2.0   # time for the producers to start and import
         deadline = go + args.duration
-        producers = []
-        for number in range(args.producers):
-            slots = [(slot, keys[slot]) for slot in range(number, len(refs), args.producers)]
-            if number == 0:
-                slots.append((len(refs), CONTROL))
-            producers.append(spawn.Process(target=produce, args=(server.port, slots, go, deadline, counters)))
+        producers = [spawn.Process(target=produce, args=(server.port, slots_of(number, keys, len(refs), args.producers),
+                                                         go, deadline, counters))
+                     for number in range(args.producers)]
         for producer in producers:
             producer.start()
         driver = RetentionDriver(server.client(), [(ref, MaxLen(args.window)) for ref in refs], tick=args.tick)

@@ -16,7 +16,6 @@ Prints a table, then one JSON line: {"ratio": docd read time / direct read time,
 
 from __future__ import annotations
 
-from functools import partial
 import json
 import os
 import socket
@@ -25,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from retain.logd.client import Client

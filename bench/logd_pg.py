@@ -224,7 +224,7 @@ def serve(url: str) -> tuple[subprocess.Popen[bytes], int]:
             return process, port
         except OSError:
             if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError("logd serve did not start")
+                raise RuntimeError("logd serve did not start") from None
             time.sleep(0.05)
 
 

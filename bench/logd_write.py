@@ -19,13 +19,13 @@ Prints a table, then one JSON line: {"ratio": store patches/s / raw inserts/s (n
 
 from __future__ import annotations
 
-from functools import partial
 import json
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from retain.logd import Store

@@ -27,7 +27,7 @@ import statistics
 import tempfile
 import time
 from collections import deque
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pyarrow.dataset
 
@@ -44,7 +44,7 @@ COUNT = 1_000
 
 def fill(conn, streams: list[StreamRef]) -> None:
     pipe = conn.pipeline(transaction=False)
-    end = datetime(2026, 9, 12, tzinfo=timezone.utc)
+    end = datetime(2026, 9, 12, tzinfo=UTC)
     for index, (entry_id, fields) in enumerate(guess_events(2 * HALF, end=end, spacing=timedelta(milliseconds=5))):
         for stream in streams:
             pipe.xadd(stream.key, fields, id=entry_id)

@@ -29,8 +29,8 @@ Prints a table, then one JSON line: {"ratio": pass time / raw DELETE time, "peak
 from __future__ import annotations
 
 import json
-import runpy
 import resource
+import runpy
 import shutil
 import sqlite3
 import statistics

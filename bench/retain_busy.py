@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import runpy
 import os
 import random
+import runpy
 import shutil
 import statistics
 import sys

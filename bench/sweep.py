@@ -36,9 +36,9 @@ import time
 
 import hiredis
 
-from retain.servers import RedisServer
 from retain.clock import utc_now
 from retain.retention import Policy, RetentionDriver, decide
+from retain.servers import RedisServer
 from retain.streams import StreamRef, trim
 from retain.windows import MaxLen
 

@@ -42,32 +42,37 @@ def timed(function) -> float:
     return time.perf_counter() - start
 
 
+def workloads(conn, noop_ref: StreamRef, refs: list[StreamRef]):
+    """The four timed workloads: a no-op trim through retain and raw, a removing trim through retain and raw."""
+    window, exact = MaxLen(1_000_000), MaxLen(KEEP, approx=False)
+
+    def noop_retain():
+        for _ in range(NOOP_CALLS):
+            trim(conn, noop_ref, window)
+
+    def noop_raw():
+        for _ in range(NOOP_CALLS):
+            conn.execute_command("XTRIM", noop_ref.key, "MAXLEN", "~", "1000000")
+
+    def removing_retain():
+        for ref in refs:
+            trim(conn, ref, exact)
+
+    def removing_raw():
+        for ref in refs:
+            conn.execute_command("XTRIM", ref.key, "MAXLEN", "=", str(KEEP))
+
+    return noop_retain, noop_raw, removing_retain, removing_raw
+
+
 def main() -> None:
     with RedisServer() as server:
         conn = server.client()
         noop_ref = StreamRef("bench", "noop")
         for index in range(10):
             conn.xadd(noop_ref.key, {"i": str(index)})
-        window = MaxLen(1_000_000)
-
-        def noop_retain():
-            for _ in range(NOOP_CALLS):
-                trim(conn, noop_ref, window)
-
-        def noop_raw():
-            for _ in range(NOOP_CALLS):
-                conn.execute_command("XTRIM", noop_ref.key, "MAXLEN", "~", "1000000")
-
         refs = [StreamRef("bench", f"s{i}") for i in range(STREAMS)]
-        exact = MaxLen(KEEP, approx=False)
-
-        def removing_retain():
-            for ref in refs:
-                trim(conn, ref, exact)
-
-        def removing_raw():
-            for ref in refs:
-                conn.execute_command("XTRIM", ref.key, "MAXLEN", "=", str(KEEP))
+        noop_retain, noop_raw, removing_retain, removing_raw = workloads(conn, noop_ref, refs)
 
         results = {"noop_retain": [], "noop_raw": [], "removing_retain": [], "removing_raw": []}
         for round_index in range(ROUNDS):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
-from retain.ids import MAX_PART, StreamId
 from retain.durations import UNITS
+from retain.ids import MAX_PART, StreamId
 from retain.wire import Or
 
 __all__ = ["aware_instants", "docd_paths", "duration_texts", "fold_trim_facts", "logd_keys", "logd_paths", "logd_scalars",
@@ -93,7 +93,7 @@ def retain_stamps(now: datetime) -> st.SearchStrategy:
     an epoch, a date alone, junk, or nothing usable."""
     instants = st.integers(min_value=-3 * 365 * 86400, max_value=30 * 86400).map(
         lambda seconds: now - timedelta(seconds=seconds))
-    zones = st.sampled_from([timezone.utc, timezone(timedelta(hours=2)), timezone(timedelta(hours=-5, minutes=-30))])
+    zones = st.sampled_from([UTC, timezone(timedelta(hours=2)), timezone(timedelta(hours=-5, minutes=-30))])
     rfc3339 = st.builds(lambda instant, zone: instant.astimezone(zone).isoformat().replace("+00:00", "Z"),
                         instants, zones)
     return st.one_of(rfc3339, rfc3339, rfc3339, st.integers(0, 2 * 10**9), st.just("2026-09-01"),

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
 
-from retain.ids import MAX_PART, StreamId, lower_bound, upper_bound
 from retain.errors import InvalidStreamId
+from retain.ids import MAX_PART, StreamId, lower_bound, upper_bound
 from tests.strategies import stream_ids
 
 
@@ -68,11 +68,11 @@ class TestBounds:
     def test_datetimes_cover_their_millisecond(self):
         """A datetime bound includes every id minted in its millisecond."""
         instant = datetime(2026, 9, 12, 8, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
-        ms = int(datetime(2026, 9, 12, 6, 0, 0, 123000, tzinfo=timezone.utc).timestamp() * 1000)
+        ms = int(datetime(2026, 9, 12, 6, 0, 0, 123000, tzinfo=UTC).timestamp() * 1000)
         assert lower_bound(instant) == StreamId(ms, 0)
         assert upper_bound(instant) == StreamId(ms, MAX_PART)
 
-    @pytest.mark.parametrize("bad", [datetime(2026, 9, 12), datetime(1969, 12, 31, tzinfo=timezone.utc), 12, b"x"])
+    @pytest.mark.parametrize("bad", [datetime(2026, 9, 12), datetime(1969, 12, 31, tzinfo=UTC), 12, b"x"])
     def test_refusals(self, bad):
         """Naive or pre-epoch datetimes and other types are refused."""
         with pytest.raises(InvalidStreamId):

@@ -14,7 +14,14 @@ import redis
 
 from retain.daemon import stop_signals_held
 from retain.errors import ServerStartError
-from retain.servers import PostgresServer, RedisCluster, RedisServer, SeaweedServer, ValkeyServer, find_postgres_bin, find_redis_server
+from retain.servers import (
+    PostgresServer,
+    RedisCluster,
+    RedisServer,
+    SeaweedServer,
+    find_postgres_bin,
+    find_redis_server,
+)
 
 
 class TestRedisServer:

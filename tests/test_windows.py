@@ -1,14 +1,14 @@
 """retain.windows: frozen windows that cannot hold a bad value."""
 
 import dataclasses
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from retain.errors import InvalidWindow
 from retain.windows import MaxAge, MaxLen, MinId, minid_floor
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime(2026, 9, 12, 8, 0, tzinfo=UTC)
 
 

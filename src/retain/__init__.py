@@ -32,7 +32,8 @@ if TYPE_CHECKING:  # what __getattr__ gives, for the type checker (``x as x``: `
     from retain.logd import Client, Store
     from retain.retention import AsyncRetentionDriver, RetentionDriver, StreamPolicy
     from retain.streams import RawKey, StreamRef
-    from retain.streams.trim import atrim, trim as trim
+    from retain.streams.trim import atrim
+    from retain.streams.trim import trim as trim
 
 __version__ = "0.1.0"
 

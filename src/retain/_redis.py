@@ -30,8 +30,7 @@ import redis.exceptions
 import redis.sentinel
 
 from retain._fields import PERCENT_ENCODING, redacted_url, redis_url_problem
-from retain.errors import (AuthenticationError, InvalidInput, RetainError, ServerError, ServerUnavailable,
-                           WrongTypeError)
+from retain.errors import AuthenticationError, InvalidInput, RetainError, ServerError, ServerUnavailable, WrongTypeError
 
 __all__ = ["REDIS_ERRORS", "SENTINEL_SCHEMES", "AsyncRedisLike", "RedisLike", "TlsFiles", "as_retain_error",
            "redis_client", "translate_errors"]

@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 __all__ = ["format_rfc3339", "parse_rfc3339", "utc_now"]
 
@@ -30,7 +30,7 @@ _RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}
 
 def utc_now() -> datetime:
     """The real clock: the current time in UTC, timezone-aware."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def parse_rfc3339(text: object) -> datetime | None:
@@ -46,7 +46,7 @@ def parse_rfc3339(text: object) -> datetime | None:
         text = text[:-1] + "+00:00"
     try:
         instant = datetime.fromisoformat(text)  # the regex has fixed the shape; this checks the values
-        instant.astimezone(timezone.utc)  # a zone that pushes the instant out of range is no instant
+        instant.astimezone(UTC)  # a zone that pushes the instant out of range is no instant
     except (ValueError, OverflowError):
         return None
     return instant
@@ -54,4 +54,4 @@ def parse_rfc3339(text: object) -> datetime | None:
 
 def format_rfc3339(instant: datetime, *, timespec: str = "auto") -> str:
     """``instant`` (timezone-aware) in UTC with a ``Z``: ``2026-09-12T08:00:00Z``."""
-    return instant.astimezone(timezone.utc).isoformat(timespec=timespec).replace("+00:00", "Z")
+    return instant.astimezone(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")

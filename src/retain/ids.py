@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from retain.errors import InvalidInput, InvalidStreamId
 
@@ -26,7 +26,7 @@ __all__ = ["MAX_PART", "StreamId", "epoch_ms", "lower_bound", "upper_bound"]
 MAX_PART = 2**64 - 1
 _FULL = re.compile(r"(0|[1-9][0-9]{0,19})-(0|[1-9][0-9]{0,19})")
 _MS_ONLY = re.compile(r"0|[1-9][0-9]{0,19}")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, order=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import IO, Any
 
 from pythonjsonlogger.json import JsonFormatter
@@ -37,7 +37,7 @@ class _Json(JsonFormatter):
     """python-json-logger's formatter with retain's names: time (RFC 3339, UTC), level, logger, event."""
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 (logging's name)
-        return datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds")
+        return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
 
 
 def configure_logging(fmt: str = "text", *, level: int = logging.INFO, stream: IO[str] | None = None) -> None:

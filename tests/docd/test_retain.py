@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -33,7 +33,7 @@ SEED_ANSWER = """\
 ]}}}
 """
 
-NOW = datetime(2026, 9, 12, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 9, 12, 8, 0, tzinfo=UTC)
 
 
 def stamp(instant: datetime) -> str:

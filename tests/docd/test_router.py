@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retain.docd.mounts import MountTable
-from retain.docd.router import (Fanout, Forward, Owner, SessionChange, answer_forward, answer_retain, delta_from,
-                                route)
 from retain.clock import format_rfc3339
+from retain.docd.mounts import MountTable
+from retain.docd.router import Fanout, Forward, Owner, SessionChange, answer_forward, answer_retain, delta_from, route
 from retain.errors import InvalidPath, InvalidRequest, InvalidRetain, Unsupported
 from retain.logd.paths import parse
 from retain.wire import Or
 from tests.strategies import docd_paths, mount_tables
 
-NOW = datetime(2026, 9, 12, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 9, 12, 8, 0, tzinfo=UTC)
 TABLE = MountTable.of({"verse.ctl": "unix:/run/verse-ctl.sock", "ci": "127.0.0.1:7501"}, logd="127.0.0.1:7420")
 LOGD = Owner("logd", ("127.0.0.1", 7420))
 CTL = Owner("verse.ctl", "/run/verse-ctl.sock", parse("verse.ctl"))

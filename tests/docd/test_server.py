@@ -7,8 +7,7 @@ import socket
 import pytest
 
 from retain.docd import DocdServer, MountTable, ThreadedServer
-from retain.errors import (InvalidRequest, NotFound, OwnerUnavailable, PreconditionFailed, ServerUnavailable,
-                           Unsupported)
+from retain.errors import InvalidRequest, NotFound, OwnerUnavailable, PreconditionFailed, ServerUnavailable, Unsupported
 from retain.logd.client import Client
 from tests.helpers.wire import exchange
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import tempfile
 from datetime import timedelta
 from pathlib import Path as FsPath
@@ -11,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retain.errors import Compacted, InvalidDuration, InvalidSettings, LogdError
 import retain.logd.store as store_module
+from retain.errors import Compacted, InvalidDuration, InvalidSettings, LogdError
 from retain.logd import Client, ServerThread, Store
 from retain.logd.history import boundary, choose_snapshots, nearest, tier_windows
-from retain.logd.settings import Settings, Tier
 from retain.logd.postgres import PostgresBackend
+from retain.logd.settings import Settings, Tier
 from tests.helpers.logd import START, FakeClock
 from tests.helpers.postgres import raw_scalar
 from tests.helpers.waiting import wait_for

@@ -6,7 +6,6 @@ under a running server."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket

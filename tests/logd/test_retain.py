@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retain.errors import (InvalidRetain, NotFound, ReadBudgetExceeded, SchemaViolation, StorageError)
+from retain.errors import InvalidRetain, NotFound, ReadBudgetExceeded, SchemaViolation, StorageError
 from retain.logd import RetainResult, run_retain
-from retain.logd.retain import tries
 from retain.logd.draft import record_key
 from retain.logd.paths import parse
+from retain.logd.retain import tries
 from retain.logd.verbs import Context, handle
 from retain.wire import AutoId, LogdKey, Raw, load
 from tests.helpers.seed004 import JOBS_RULE, NOW, SEED_REQUEST, SEED_RESULT, ago, request, seed_scene

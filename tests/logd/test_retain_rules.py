@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -16,7 +16,7 @@ from retain.wire import Or, load
 from tests.helpers.seed004 import SEED_REQUEST
 from tests.strategies import retain_items
 
-NOW = datetime(2026, 9, 12, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 9, 12, 8, 0, tzinfo=UTC)
 
 def rule(**fields):
     """One rule over jobs.* by .updatedAt after 1d, with ``fields`` replacing those."""

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -227,7 +227,7 @@ class TestSchedule:
         """The TOML declares the beat and the rules; tags are written in their JSON spelling."""
         schedule = parse_schedule(SCHEDULE)
         assert schedule.every == timedelta(seconds=1) and schedule.connect is None
-        now = datetime(2026, 9, 12, 8, tzinfo=timezone.utc)
+        now = datetime(2026, 9, 12, 8, tzinfo=UTC)
         assert schedule.request_at(now) == {"retain": {"now": "2026-09-12T08:00:00Z", "batch": 2,
                                                        "author": "verse/retention", "what": [
             {"path": "jobs.*", "match": {"status": Or(("done", "canceled"))}, "age": ".updatedAt",
@@ -264,7 +264,7 @@ class TestSchedule:
         answer = load(result.output)[0]["result"]["retain"]
         assert answer["rules"] == [{"path": "jobs.*", "deleted": 1}]
         sent = datetime.fromisoformat(answer["now"])
-        assert abs(sent - datetime.now(timezone.utc)) < timedelta(minutes=5)  # this machine's clock, not logd's
+        assert abs(sent - datetime.now(UTC)) < timedelta(minutes=5)  # this machine's clock, not logd's
         assert list(store.session().list("jobs.*").items) == ["future"]
 
     def test_beats(self, served, store):
@@ -272,7 +272,7 @@ class TestSchedule:
         store.session().patch([{"set": "jobs", "value": {
             "a": {"status": "done", "updatedAt": "2026-09-12T08:00:00Z"},
             "b": {"status": "done", "updatedAt": "2026-09-13T08:00:00Z"}}}])
-        instants = iter([datetime(2026, 9, 13, 8, 0, tzinfo=timezone.utc) + timedelta(days=n) for n in range(100)])
+        instants = iter([datetime(2026, 9, 13, 8, 0, tzinfo=UTC) + timedelta(days=n) for n in range(100)])
         answers, stop = [], threading.Event()
 
         def on_answer(now, answer):
@@ -315,7 +315,7 @@ class TestSchedule:
         schedule = parse_schedule(SCHEDULE.replace('every = "1s"', 'every = "1h"\nretry = "5m"') +
                                   '[[rule]]\npath = "events(*)"\nage = ".at"\nafter = "1y"\n')
         assert schedule.retry_after == timedelta(minutes=5)
-        now = datetime(2026, 9, 12, 8, tzinfo=timezone.utc)
+        now = datetime(2026, 9, 12, 8, tzinfo=UTC)
         assert [rule["path"] for rule in schedule.request_at(now, [1])["retain"]["what"]] == ["events(*)"]
         with pytest.raises(InvalidPolicy, match="field 'retry': invalid duration 'soon'"):
             parse_schedule('retry = "soon"\n' + SCHEDULE)

@@ -8,11 +8,11 @@ unreadable count, and the same verdict of every guard after a writer came in bet
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timezone
 import signal
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,11 +21,10 @@ from hypothesis import strategies as st
 
 from retain.clock import parse_rfc3339
 from retain.errors import LogdError, NotFound
-from retain.logd import Store
+from retain.logd import Store, sqlite_pages
+from retain.logd import sqlite as sqlite_module
 from retain.logd.match import ABSENT, matches
 from retain.logd.retain_rules import cutoff, item_pattern, parse_retain, select
-from retain.logd import sqlite as sqlite_module
-from retain.logd import sqlite_pages
 from retain.logd.settings import Settings
 from retain.logd.sqlite_items import compile_test
 from retain.logd.storage import MAP, ItemTest, Selected, Selection
@@ -33,7 +32,7 @@ from retain.logd.view import iter_items, leaves, locate, read_value
 from retain.wire import LogdKey, Or, Raw
 from tests.strategies import odd_stamps, retain_scenes
 
-NOW = datetime(2026, 9, 12, 8, tzinfo=timezone.utc)
+NOW = datetime(2026, 9, 12, 8, tzinfo=UTC)
 BIG = 10 ** 6
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import urllib.error
 import re
 from pathlib import Path
 
 import pytest
 
 from retain.servers import RedisServer
-from tests.helpers.daemons import get, running
+from tests.helpers.daemons import running
 from tests.helpers.streams import append
 from tests.helpers.waiting import wait_for
 

@@ -15,7 +15,6 @@ import sys
 
 import pytest
 
-
 # A thread made before run_daemon (as Store.open makes its checkpointer), then a service whose start sends
 # the process SIGTERM: the signal arrives while the main thread is not yet waiting for it.
 DAEMON = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from retain.archive import Archive
 from retain.errors import ArchiveTimeout, ServerError
@@ -16,7 +16,7 @@ from retain.windows import MaxLen
 from tests.helpers.streams import append
 from tests.helpers.waiting import wait_for
 
-NOW = datetime(2026, 9, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 9, 12, tzinfo=UTC)
 
 
 def entry() -> StreamPolicy:

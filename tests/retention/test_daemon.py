@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -423,9 +424,10 @@ class TestPortInUse:
 class TestBeatLevel:
     @staticmethod
     def report(**fields):
-        from datetime import datetime, timezone
+        from datetime import datetime
+
         from retain.retention import SweepReport
-        return SweepReport(at=datetime(2026, 9, 12, tzinfo=timezone.utc), **{
+        return SweepReport(at=datetime(2026, 9, 12, tzinfo=UTC), **{
             "removed": 0, "calls": 1, "removed_by": {FEED_KEY: 0}, "failures": {}, **fields})
     def test_an_idle_beat_is_debug_but_once_a_minute(self):
         """The first beat is INFO; idle ones after it DEBUG until a minute passed; a beat that removed is INFO."""

@@ -17,7 +17,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 import redis
@@ -39,7 +39,7 @@ from tests.helpers.retention import SOLO, Reports, lag_known
 from tests.helpers.streams import BASE_MS, append, at_node_boundary, fill, remaining
 from tests.helpers.waiting import wait_for
 
-UTC = timezone.utc
+UTC = UTC
 _keys = itertools.count()
 
 

@@ -16,15 +16,14 @@ import itertools
 import logging
 import threading
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
 import redis.asyncio
 
 from retain.archive import Archive, MaintenanceSettings, StreamId, read
-from retain.errors import (ArchiveAccessDenied, ArchiveObjectExists, ArchiveUnavailable, InvalidPolicy,
-                           UnarchivableEntry)
+from retain.errors import ArchiveAccessDenied, ArchiveObjectExists, ArchiveUnavailable, InvalidPolicy, UnarchivableEntry
 from retain.retention import AsyncRetentionDriver, DriverMetrics, RetentionDriver, StreamPolicy, SweepReport
 from retain.servers import RedisServer
 from retain.streams import RawKey, StreamRef
@@ -514,7 +513,7 @@ class TestMaintenance:
         after its first look), beside the beats: small files compacted, rows past max_age expired, the log
         kept; the next beat's report carries what it did."""
         archive, stream = local(tmp_path), fresh()
-        start = datetime(2026, 9, 12, tzinfo=timezone.utc)
+        start = datetime(2026, 9, 12, tzinfo=UTC)
         now = [start]
         settings = MaintenanceSettings(every=timedelta(minutes=10), max_age=timedelta(days=1),
                                        log_retention=timedelta(seconds=1), vacuum_retention=timedelta(seconds=1))
@@ -533,7 +532,7 @@ class TestMaintenance:
         assert reported == maintained, "a beat reports the maintenance that ended since the one before"
         assert len(archive.state(stream).files) == 1  # the 20-minute maintenance merged the small files
         assert [entry_id for entry_id, _ in read(redis_conn, stream, archive)] == appended
-        now[0] = datetime.fromtimestamp(ms_of(appended[-1])[0] / 1000, timezone.utc) + timedelta(days=2)
+        now[0] = datetime.fromtimestamp(ms_of(appended[-1])[0] / 1000, UTC) + timedelta(days=2)
         report = driver.maintain()
         assert report is not None and report.streams[0].expired == 50 and archive.state(stream).entries == 0
 

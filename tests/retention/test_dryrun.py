@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
@@ -19,7 +19,7 @@ from retain.streams import RawKey, StreamRef, trim
 from retain.windows import MaxAge, MaxLen, MinId
 from tests.helpers.streams import BASE_MS, fill
 
-UTC = timezone.utc
+UTC = UTC
 _keys = itertools.count()
 
 

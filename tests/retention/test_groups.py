@@ -9,7 +9,7 @@ the stream grow past ``max_lag``.
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis.asyncio
@@ -21,11 +21,11 @@ from retain.ids import StreamId
 from retain.retention import AsyncRetentionDriver, DriverMetrics, RetentionDriver, StreamPolicy, parse_policy, preview
 from retain.retention.groups import GroupState, Protect, protected_floor, undelivered_trimmed
 from retain.streams import RawKey
-from retain.windows import MaxAge, MaxLen
+from retain.windows import MaxLen
 from tests.helpers.retention import SOLO, lag_known, samples
 from tests.helpers.streams import BASE_MS
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime.fromtimestamp(BASE_MS / 1000, UTC) + timedelta(days=1)
 _keys = itertools.count()
 

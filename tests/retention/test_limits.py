@@ -9,7 +9,7 @@ and after a beat the stream's MEMORY USAGE is within the budget plus one node.
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -22,7 +22,7 @@ from retain.streams import RawKey
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, parse_size
 from tests.helpers.streams import BASE_MS
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime.fromtimestamp(BASE_MS / 1000, UTC) + timedelta(seconds=100)
 _keys = itertools.count()
 #: what a node costs beyond its entries: the rax node, the listpack header and the master entry

@@ -8,7 +8,7 @@ matches is skipped, not an error; an explicit entry overrides a pattern.
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
@@ -21,7 +21,7 @@ from retain.streams import RawKey, StreamRef
 from retain.windows import MaxLen
 from tests.helpers.streams import append
 
-UTC = timezone.utc
+UTC = UTC
 START = datetime(2026, 9, 12, tzinfo=UTC)
 _queues = itertools.count()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
@@ -15,7 +15,7 @@ from retain.streams import RawKey, StreamRef
 from retain.windows import MaxAge, MaxLen, MinId, minid_floor
 from tests.strategies import aware_instants, whole_second_durations
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime(2026, 9, 12, 8, 0, tzinfo=UTC)
 FEED = StreamRef("codemojex", "activity")
 LEGACY = RawKey("legacy:feed")

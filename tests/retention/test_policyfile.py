@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ class TestParse:
         assert parsed == PolicyFile(source="retain.toml", tick=1.0, url="redis://127.0.0.1:6379/0", policy=Policy([
             StreamPolicy(StreamRef("codemojex", "activity"), MaxLen(10_000)),
             StreamPolicy(StreamRef("codemojex", "rounds"), MaxAge("7d", approx=False)),
-            StreamPolicy(RawKey("legacy:feed"), MinId(datetime(2026, 9, 1, tzinfo=timezone.utc))),
+            StreamPolicy(RawKey("legacy:feed"), MinId(datetime(2026, 9, 1, tzinfo=UTC))),
         ]))
 
     def test_defaults(self):
@@ -48,7 +48,7 @@ class TestParse:
         assert parsed.cluster is True
         assert [entry.key for entry in parsed.policy] == ["app:{q}:stream:a", "old:{q}:stream:b"]
         assert parsed.policy.entries[0].window == MaxLen(1, approx=False)
-        assert parsed.policy.entries[1].window == MinId(datetime(2026, 9, 12, 8, tzinfo=timezone.utc))
+        assert parsed.policy.entries[1].window == MinId(datetime(2026, 9, 12, 8, tzinfo=UTC))
         assert parsed.policy.entries[1].window.instant.utcoffset() == timedelta(hours=2)
 
     def test_combined_limits_and_bytes(self):
@@ -314,7 +314,7 @@ class TestNeverWorks:
                                                 r"every beat would empty the stream until then: .* allow_future = true"):
             parse_policy(text)
         allowed = parse_policy(text + "allow_future = true\n").policy.entries[0].window
-        assert allowed == MinId(datetime(2999, 1, 1, tzinfo=timezone.utc))
+        assert allowed == MinId(datetime(2999, 1, 1, tzinfo=UTC))
         with pytest.raises(InvalidPolicy, match="field 'allow_future': applies to a min_id window only"):
             parse_policy(ONE + "allow_future = true\n")
 
@@ -337,8 +337,8 @@ class TestCheckPolicy:
 
     def test_one_bad_entry_does_not_hide_the_next(self):
         """Two bad entries and a bad top-level field: three problems, in file order, each worded as the loader."""
-        from retain.retention import check_policy, parse_policy
         from retain.errors import InvalidPolicy
+        from retain.retention import check_policy, parse_policy
 
         text = ('cluster = "yes"\n[[stream]]\nqueue = "q"\nname = "s"\nmaxlen = -1\n'
                 '[[stream]]\nkey = "k"\nmax_len = 3\n')

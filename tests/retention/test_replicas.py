@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from retain.archive import Archive, MaintenanceSettings, read
 from retain.errors import LeaseLost
@@ -198,7 +198,7 @@ class TestMaintainer:
         archive_url = str(tmp_path / "archive")
         policy = [StreamPolicy(refs(1)[0], MaxLen(5), archive=True)]
         settings = MaintenanceSettings(every=timedelta(minutes=1))
-        start = datetime(2026, 9, 12, tzinfo=timezone.utc)
+        start = datetime(2026, 9, 12, tzinfo=UTC)
         one, two = (RetentionDriver(redis_conn, policy, archive=Archive(archive_url), maintenance=settings,
                                     replicas=Replicas(name=name)) for name in ("one", "two"))
         for minute in (0, 1, 2):

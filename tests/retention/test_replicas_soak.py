@@ -24,7 +24,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import redis
 
 from retain.archive import Archive, read
 from retain.servers import RedisCluster, RedisServer

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from retain.archive import Archive, StreamId, fold
 from retain.errors import WrongTypeError
@@ -15,7 +15,7 @@ from tests.helpers.streams import BASE_MS, fill
 FEED = StreamRef("game", "feed")
 ROUNDS = StreamRef("game", "rounds")
 #: one second after the 30th entry of a stream filled one entry per second from BASE_MS
-NOW = datetime.fromtimestamp((BASE_MS + 31_000) / 1000, timezone.utc)
+NOW = datetime.fromtimestamp((BASE_MS + 31_000) / 1000, UTC)
 
 
 class TestStreamStatus:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import redis.asyncio
 
@@ -15,7 +15,7 @@ from retain.streams import StreamRef
 from retain.windows import MaxBytes, MaxLen
 from tests.helpers.streams import append
 
-NOW = datetime(2026, 9, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 9, 12, tzinfo=UTC)
 
 
 def policy() -> list:

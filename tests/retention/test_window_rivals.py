@@ -12,7 +12,7 @@ and the plain ones for comparison.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import redis
@@ -28,7 +28,7 @@ from tests.helpers.rival import Proxy, Trim, proxied
 from tests.helpers.streams import BASE_MS, ms_of
 
 #: the driver's clock: 1.5 s of fake time after the first entry, so an age limit of 1 s cuts inside the stream
-NOW = datetime.fromtimestamp((BASE_MS + 1500) / 1000, timezone.utc)
+NOW = datetime.fromtimestamp((BASE_MS + 1500) / 1000, UTC)
 AGE = "1s"
 FLOOR = (BASE_MS + 500, 0)
 

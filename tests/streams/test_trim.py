@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import redis
@@ -18,7 +18,7 @@ from retain.streams import RawKey, StreamRef, atrim, trim, xtrim_command
 from retain.windows import MaxAge, MaxLen, MinId
 from tests.helpers.streams import BASE_MS, at_node_boundary, fill, remaining
 
-UTC = timezone.utc
+UTC = UTC
 _keys = itertools.count()
 
 

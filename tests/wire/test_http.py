@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
-
-import asyncio
 
 import httpx
 import pytest

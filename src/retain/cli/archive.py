@@ -11,7 +11,7 @@ import base64
 import json
 import re
 from contextlib import ExitStack
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -281,7 +281,7 @@ def _expired(expired_before: int | None) -> str:
         return "none"
     from retain.clock import format_rfc3339
 
-    return format_rfc3339(datetime.fromtimestamp(expired_before / 1000, timezone.utc), timespec="milliseconds")
+    return format_rfc3339(datetime.fromtimestamp(expired_before / 1000, UTC), timespec="milliseconds")
 
 
 @archive.command("query")

@@ -119,12 +119,11 @@ def controller_command(db: str, listen: str | None, socket_path: str | None, wit
         retain docd controller --db ctl.sqlite3 --listen 127.0.0.1:7501 --without retain
         retain docd controller --db ctl.sqlite3 --listen 0.0.0.0:7501 --tokens owners.toml
     """
+    from retain.cli.logd import server_security
     from retain.daemon import run_daemon
     from retain.docd.controller import Controller, controller_verbs
     from retain.logd import Store
     from retain.wire import ThreadedServer, refuse_open
-
-    from retain.cli.logd import server_security
 
     where = _stream_address(listen, socket_path, None)
     verbs = controller_verbs(without)

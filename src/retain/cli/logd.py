@@ -292,8 +292,8 @@ def retain_command(file: IO[str], address: str, author: str | None, scope: str |
         retain logd retain expire.yaml --now 2026-09-12T08:00:00Z --scope trial-1
     """
     from retain.logd.client import Client, parse_address
-    from retain.wire import dump, dump_braced, load
     from retain.logd.retain_rules import parse_retain
+    from retain.wire import dump, dump_braced, load
 
     document, _ = load(file.read())
     body = document["retain"] if isinstance(document, dict) and set(document) == {"retain"} else document

@@ -10,16 +10,23 @@ from typing import Any
 import click
 
 from retain._redis import TlsFiles, translate_errors
+from retain.cli._common import URL_HELP, RedisTarget, connect, parse_instant, redis_url_option, tls_options
+from retain.cli._ops import http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
 from retain.clock import utc_now
 from retain.errors import InvalidPolicy
 from retain.logs import configure_logging
-from retain.cli._common import URL_HELP, RedisTarget, connect, parse_instant, redis_url_option, tls_options
-from retain.cli._ops import http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
-from retain.retention import PolicyFile, StreamPreview, SweepReport, daemon, load_policy
+from retain.retention import (
+    PolicyFile,
+    StreamPolicy,
+    StreamPreview,
+    SweepReport,
+    daemon,
+    inspect_stream,
+    load_policy,
+    preview,
+)
 from retain.retention.daemon import DaemonConfig
-from retain.streams import RawKey, StreamRef, trim
-from retain.retention import StreamPolicy, inspect_stream, preview
-from retain.streams import list_streams
+from retain.streams import RawKey, StreamRef, list_streams, trim
 from retain.streams.keys import DEFAULT_PREFIX
 from retain.windows import MaxAge, MaxLen, MinId
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from rich.console import Console
 from rich.table import Table
@@ -32,7 +32,7 @@ def archive_feed(server: RedisServer, console: Console) -> None:
     """Append the feed round by round while the driver beats with an archive, then prove the merge-read whole."""
     feed = StreamRef("codemojex", "activity")
     window = MaxLen(KEEP, approx=False)
-    events = list(guess_events(ROUNDS * PER_ROUND, end=datetime.now(timezone.utc), spacing=SPACING, seed=11))
+    events = list(guess_events(ROUNDS * PER_ROUND, end=datetime.now(UTC), spacing=SPACING, seed=11))
     with tempfile.TemporaryDirectory(prefix="retain-demo-archive-") as directory, \
             server.client() as conn:
         archive = Archive(directory)
@@ -114,7 +114,7 @@ class _Beats:
 def _minted(watermark: StreamId | None) -> str:
     if watermark is None:
         return "none"
-    return f"{datetime.fromtimestamp(watermark.ms / 1000, timezone.utc):%H:%M:%S}Z"
+    return f"{datetime.fromtimestamp(watermark.ms / 1000, UTC):%H:%M:%S}Z"
 
 
 def _numeric(entry_id: bytes) -> tuple[int, int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from rich.console import Console
@@ -20,7 +20,7 @@ from retain.wire import AutoId, Or
 
 __all__ = ["docd_routes"]
 
-NOW = datetime(2026, 9, 12, 8, 0, tzinfo=timezone.utc)  # the caller's clock: one now for every owner
+NOW = datetime(2026, 9, 12, 8, 0, tzinfo=UTC)  # the caller's clock: one now for every owner
 JOBS, RUNS = 120, 30
 REQUEST = {"retain": {"now": "2026-09-12T08:00:00Z", "author": "verse/retention", "what": [
     {"path": "jobs.*", "match": {"status": Or(("done", "canceled"))}, "age": ".updatedAt", "after": "1d"},

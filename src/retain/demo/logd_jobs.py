@@ -5,7 +5,7 @@ prints it."""
 from __future__ import annotations
 
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ __all__ = ["logd_jobs"]
 
 JOBS, EVENTS, BATCH = 300, 200, 25
 STATUSES = ["done", "done", "canceled", "running", "failed"]
-STAMPED = datetime(2026, 9, 12, 8, 0, tzinfo=timezone.utc)  # records carry their own time; the demo fixes it
+STAMPED = datetime(2026, 9, 12, 8, 0, tzinfo=UTC)  # records carry their own time; the demo fixes it
 #: the retain request in its braced spelling (docs/logd-retain.md); logd reads it as written
 RETAIN = """\
 {retain: {

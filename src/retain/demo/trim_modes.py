@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from rich.console import Console
 from rich.table import Table
@@ -20,7 +20,7 @@ SPACING = timedelta(milliseconds=1440)  # 5000 events over the last two hours
 
 def trim_modes(server: RedisServer, console: Console) -> None:
     """Append the feed to four streams, trim each with one window and tabulate what went."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     cases: list[tuple[StreamRef, Window]] = [
         (StreamRef("codemojex", "feed.len.approx"), MaxLen(1250)),
         (StreamRef("codemojex", "feed.len.exact"), MaxLen(1250, approx=False)),
@@ -46,7 +46,7 @@ def trim_modes(server: RedisServer, console: Console) -> None:
             removed = trim(conn, stream, window, now=now)
             after = conn.xlen(stream.key)
             oldest = conn.xrange(stream.key, count=1)[0][0]
-            oldest_at = datetime.fromtimestamp(int(oldest.split("-")[0]) / 1000, timezone.utc)
+            oldest_at = datetime.fromtimestamp(int(oldest.split("-")[0]) / 1000, UTC)
             table.add_row(stream.name, window.describe(), str(before), str(after), str(removed),
                           f"{oldest_at:%H:%M:%S}Z")
     console.print(table)

@@ -25,8 +25,18 @@ from retain.docd.daemon import DocdConfig, serve
 from retain.docd.mounts import LOGD, Mount, MountTable, load_mounts, parse_mounts
 from retain.docd.owners import Owners, fan_out
 from retain.docd.render import render_answer
-from retain.docd.router import (Fanout, Forward, Owner, OwnerRequest, RuleRoute, SessionChange, answer_forward,
-                                answer_retain, delta_from, route)
+from retain.docd.router import (
+                                Fanout,
+                                Forward,
+                                Owner,
+                                OwnerRequest,
+                                RuleRoute,
+                                SessionChange,
+                                answer_forward,
+                                answer_retain,
+                                delta_from,
+                                route,
+)
 from retain.docd.server import DocdServer
 from retain.wire import ThreadedServer
 

@@ -20,8 +20,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from retain.docd.mounts import MountTable
-from retain.docd.mounts import LOGD
+from retain.docd.mounts import LOGD, MountTable
 from retain.logd.client import Address
 
 __all__ = ["DocdMetrics", "owners_check"]

@@ -28,8 +28,18 @@ from retain.docd.mounts import MountTable
 from retain.docd.owners import Observe, Owners, fan_out
 from retain.docd.router import Fanout, Forward, SessionChange, answer_forward, delta_from, route
 from retain.logd.verbs import authorize
-from retain.wire import (DEFAULT_SOCKET_MODE, Format, HostPort, Limits, Link, Reply, StreamServer, Tokens, answer_result,
-                         frame)
+from retain.wire import (
+    DEFAULT_SOCKET_MODE,
+    Format,
+    HostPort,
+    Limits,
+    Link,
+    Reply,
+    StreamServer,
+    Tokens,
+    answer_result,
+    frame,
+)
 from retain.wire.requests import parse_request
 
 __all__ = ["DocdServer"]

@@ -22,8 +22,20 @@ from retain.logd.ops import Delete, Op, Set
 from retain.logd.paths import Field, Index, Key, Path, check_key, is_key
 from retain.logd.schema import Keying, Schema, tag_text
 from retain.logd.storage import GONE, KEYED, MAP, SEP, Row
-from retain.logd.view import (Location, Reader, View, check_data, dumps, leaves, locate, merge, name_in, navigate,
-                              read_value, walk)
+from retain.logd.view import (
+    Location,
+    Reader,
+    View,
+    check_data,
+    dumps,
+    leaves,
+    locate,
+    merge,
+    name_in,
+    navigate,
+    read_value,
+    walk,
+)
 from retain.wire import AutoId
 
 __all__ = ["Draft", "check_node", "record_key"]

@@ -69,8 +69,7 @@ from psycopg import sql
 from retain.clock import parse_rfc3339
 from retain.errors import StorageError, StorageUnavailable, StoreDamaged
 from retain.logd.checksums import checksum, delta_damaged, value_damaged, verify, verify_delta
-from retain.logd.storage import (SEP, CommitRecord, ItemTest, ReadAhead, Record, Row, ScopeRecord, Selected,
-                                  Selection)
+from retain.logd.storage import SEP, CommitRecord, ItemTest, ReadAhead, Record, Row, ScopeRecord, Selected, Selection
 from retain.wire import Or
 
 __all__ = ["CHANNEL", "SCHEMA_VERSION", "CommitFollower", "PostgresBackend", "check_database", "is_postgres_url",

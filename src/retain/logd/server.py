@@ -69,9 +69,28 @@ from retain.logd.steps import Step, drive_async
 from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
 from retain.logd.verbs import Context, delta_document, handle, reads_only, staged, steps
-from retain.wire import (DEFAULT_SOCKET_MODE, ByteBudget, Format, StreamTimeouts, HostPort, HttpServer, HttpTimeouts, Limits, Link, Reply,
-                         StreamServer, ThreadedServer, Token, Tokens, answer_failure, frame, http_app, refuse_clear,
-                         refuse_open, server_context)
+from retain.wire import (
+    DEFAULT_SOCKET_MODE,
+    ByteBudget,
+    Format,
+    HostPort,
+    HttpServer,
+    HttpTimeouts,
+    Limits,
+    Link,
+    Reply,
+    StreamServer,
+    StreamTimeouts,
+    ThreadedServer,
+    Token,
+    Tokens,
+    answer_failure,
+    frame,
+    http_app,
+    refuse_clear,
+    refuse_open,
+    server_context,
+)
 
 __all__ = ["LogdServer", "ServerThread"]
 

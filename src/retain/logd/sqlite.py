@@ -48,8 +48,7 @@ from retain.errors import StorageError, StoreDamaged
 from retain.logd.checksums import checksum, checksum_bytes, decoded, decoded_delta, delta_damaged, value_damaged
 from retain.logd.sqlite_items import CompiledTest, compile_test, cutoff_params
 from retain.logd.sqlite_pages import Worker, select_pages
-from retain.logd.storage import (SEP, CommitRecord, ItemTest, ReadAhead, Record, Row, ScopeRecord, Selected,
-                                  Selection)
+from retain.logd.storage import SEP, CommitRecord, ItemTest, ReadAhead, Record, Row, ScopeRecord, Selected, Selection
 
 __all__ = ["SCHEMA_VERSION", "SYNCHRONOUS", "SqliteBackend"]
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from retain.logd.paths import is_key
@@ -47,10 +47,10 @@ from retain.wire import Or
 __all__ = ["CompiledTest", "compile_test", "cutoff_params"]
 
 _EXACT = 2 ** 53  # past it a float no longer holds every integer: Python and SQLite compare differently
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
-_FIRST_US = (datetime(1, 1, 1, tzinfo=timezone.utc) - _EPOCH) // _MICRO
-_LAST_US = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc) - _EPOCH) // _MICRO
+_FIRST_US = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // _MICRO
+_LAST_US = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - _EPOCH) // _MICRO
 _CANONICAL = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -147,7 +147,7 @@ def cutoff_params(cutoff: datetime | None) -> dict[str, Any]:
     if cutoff is None:
         return {"cutoff_us": _FIRST_US - 1, "cutoff_text": "0000~"}
     # A canonical stamp has whole seconds: t <= cutoff  <=>  t <= the cutoff's whole second, as text.
-    w = cutoff.astimezone(timezone.utc)
+    w = cutoff.astimezone(UTC)
     text = f"{w.year:04d}-{w.month:02d}-{w.day:02d}T{w.hour:02d}:{w.minute:02d}:{w.second:02d}Z"
     return {"cutoff_us": (cutoff - _EPOCH) // _MICRO, "cutoff_text": text}
 

@@ -20,7 +20,7 @@ import json
 import logging
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -32,9 +32,9 @@ from retain.logd.bulk import NewRecords, as_ops, new_records, places, plan_bulk,
 from retain.logd.draft import Draft, check_node, record_key
 from retain.logd.ops import Delete, Op, parse_ops, parse_precondition
 from retain.logd.paths import ROOT, Path, check_key, parse
+from retain.logd.postgres import PostgresBackend, is_postgres_url
 from retain.logd.schema import Schema
 from retain.logd.settings import Settings
-from retain.logd.postgres import PostgresBackend, is_postgres_url
 from retain.logd.sqlite import SqliteBackend
 from retain.logd.steps import Step, drive
 from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest, Reads, ScopeRecord
@@ -490,7 +490,7 @@ def delta_for(record: CommitRecord, prefix: Path) -> Delta | None:
     touching = tuple(op for op in record.ops if _touches(op, above))
     if not touching:
         return None
-    return Delta(record.number, record.author, format_rfc3339(datetime.fromtimestamp(record.time, timezone.utc), timespec="microseconds"), touching)
+    return Delta(record.number, record.author, format_rfc3339(datetime.fromtimestamp(record.time, UTC), timespec="microseconds"), touching)
 
 
 def _touches(op: dict[str, Any], prefix: str) -> bool:

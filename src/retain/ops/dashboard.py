@@ -18,7 +18,7 @@ import html
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 __all__ = ["DashboardPage", "LogdPanel", "ReplicaPanel", "StreamRow", "render_dashboard"]
 
@@ -177,7 +177,7 @@ def _logd(panel: LogdPanel, now: float) -> str:
 
 
 def _when(at: float) -> str:
-    return datetime.fromtimestamp(at, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _ago(at: float | None, now: float) -> str:

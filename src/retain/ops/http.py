@@ -23,10 +23,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from retain.errors import Forbidden, Unauthenticated
 from retain.ops.dashboard import DashboardPage, render_dashboard
 from retain.ops.health import Health
 from retain.ops.process import standard_metrics
-from retain.errors import Forbidden, Unauthenticated
 from retain.wire import HostPort, HttpServer, ThreadedServer, Tokens
 
 __all__ = ["OpsServer", "ops_routes"]

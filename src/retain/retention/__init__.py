@@ -26,13 +26,13 @@ from retain.beats import beat_delay
 from retain.retention import daemon
 from retain.retention.daemon import DaemonConfig, dry_run, run, run_once
 from retain.retention.driver import AsyncRetentionDriver, RetentionDriver
-from retain.retention.report import ReplicaBeat, SweepReport
 from retain.retention.dryrun import StreamPreview, preview
 from retain.retention.inspect import StreamReport, applying_entry, inspect_stream
 from retain.retention.leases import Replicas
 from retain.retention.metrics import DriverMetrics
 from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, decide
 from retain.retention.policyfile import ArchiveSettings, PolicyFile, check_policy, load_policy, parse_policy
+from retain.retention.report import ReplicaBeat, SweepReport
 from retain.retention.status import StreamStatus, stream_status
 
 __all__ = [

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from retain._redis import REDIS_ERRORS, RedisLike
 from retain.errors import ArchiveTimeout, RetainError

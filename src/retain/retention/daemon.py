@@ -27,8 +27,8 @@ from redis.retry import Retry
 from retain._redis import RedisLike, TlsFiles, redis_client, translate_errors
 from retain.clock import utc_now
 from retain.daemon import Service, run_daemon
-from retain.logs import configure_logging
 from retain.errors import InvalidInput, ServerUnavailable
+from retain.logs import configure_logging
 from retain.retention.driver import RetentionDriver
 from retain.retention.dryrun import StreamPreview, preview
 from retain.retention.leases import Replicas

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import wait as wait_for_futures
@@ -82,7 +81,7 @@ from retain.retention.policyfile import PolicyFile
 from retain.retention.report import SweepReport
 from retain.retention.roundtrip import pipeline_options, send_direct, send_pipeline
 from retain.retention.shards import Shards, policy_group
-from retain.retention.sweep import Blocking, Scan, Send, Step, Sweeper, Trims, Wait
+from retain.retention.sweep import Blocking, Scan, Send, Step, Sweeper, Trims
 
 if TYPE_CHECKING:
     # Only for annotations: the archive (pyarrow, deltalake) is loaded by a driver that archives.

@@ -24,20 +24,20 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from types import MappingProxyType
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import redis.exceptions
 
 from retain._redis import RedisLike, translate_errors
 from retain.errors import RetainError
 from retain.ids import StreamId
-from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, checked_archive, decide
-from retain.retention.groups import GroupTrim, first_kept, plan_protected, taken_from_groups
 from retain.retention.cuts import Size, candidates, limits_of
+from retain.retention.groups import GroupTrim, first_kept, plan_protected, taken_from_groups
 from retain.retention.patterns import expand, scan
+from retain.retention.policy import Policy, PolicyEntry, StreamPolicy, TrimCall, checked_archive, decide
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, MinStreamId, require_aware
 
 if TYPE_CHECKING:

@@ -264,7 +264,8 @@ def first_kept(conn: RedisLike, key: str, window: Any, length: int) -> StreamId 
     For a MaxLen, the id just above its boundary, read in one command that no other client can split
     (:mod:`retain.streams.boundary`); ``length`` is what the caller last saw, and only picks the cheaper form.
     """
-    from retain.streams.boundary import first_kept as floor_past, read_boundary
+    from retain.streams.boundary import first_kept as floor_past
+    from retain.streams.boundary import read_boundary
     from retain.windows import MaxLen
 
     if isinstance(window, MaxLen):
@@ -291,7 +292,7 @@ def plan_protected(conn: RedisLike, entry: Any, now: datetime, size: Any) -> Pro
     Raises:
         WrongTypeError, ServerError, ServerUnavailable: from Redis.
     """
-    from retain._redis import RedisLike, translate_errors
+    from retain._redis import translate_errors
     from retain.retention.cuts import candidates
 
     key, protect = entry.key, entry.protect
@@ -321,7 +322,7 @@ def trim_protected(conn: RedisLike, entry: Any, now: datetime, size: Any) -> tup
     Raises:
         WrongTypeError, ServerError, ServerUnavailable: from Redis, as the stream's failure.
     """
-    from retain._redis import RedisLike, translate_errors
+    from retain._redis import translate_errors
 
     plan = plan_protected(conn, entry, now, size)
     removed = 0

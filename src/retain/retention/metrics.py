@@ -45,8 +45,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics,
-                               generate_latest, start_http_server)
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+    start_http_server,
+)
 
 from retain.retention.report import SweepReport
 from retain.retention.status import StreamStatus

@@ -91,7 +91,7 @@ def keys_of(answer: Iterable[Any]) -> list[str]:
 
 def scan(conn: RedisLike, pattern: StreamPattern) -> list[str]:
     """The keys of the streams matching ``pattern`` now (``SCAN … MATCH … TYPE stream``, every master)."""
-    from retain._redis import RedisLike, translate_errors
+    from retain._redis import translate_errors
 
     with translate_errors():
         return keys_of(conn.scan_iter(match=pattern.pattern, count=SCAN_COUNT, _type="stream"))
@@ -99,7 +99,7 @@ def scan(conn: RedisLike, pattern: StreamPattern) -> list[str]:
 
 async def ascan(conn: AsyncRedisLike, pattern: StreamPattern) -> list[str]:
     """The asyncio twin of :func:`scan`."""
-    from retain._redis import RedisLike, translate_errors
+    from retain._redis import translate_errors
 
     with translate_errors():
         return keys_of([key async for key in conn.scan_iter(match=pattern.pattern, count=SCAN_COUNT,

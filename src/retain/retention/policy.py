@@ -26,11 +26,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from retain.errors import InvalidPolicy
+from retain.retention.cuts import Size, byte_limit, cuts
+from retain.retention.groups import Protect
+from retain.retention.patterns import StreamPattern
 from retain.streams.keys import RawKey, Stream, StreamRef
 from retain.streams.trim import xtrim_command
-from retain.retention.groups import Protect
-from retain.retention.cuts import Size, byte_limit, cuts
-from retain.retention.patterns import StreamPattern
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId, Window, require_aware
 
 if TYPE_CHECKING:

@@ -57,11 +57,11 @@ that were meant to fold first and would not. ``docs/policy.md`` describes every 
 
 from __future__ import annotations
 
-from functools import partial
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -70,12 +70,12 @@ from retain import _fields, _toml
 from retain._fields import Where
 from retain.clock import parse_rfc3339, utc_now
 from retain.errors import InvalidArchive, InvalidInput, InvalidPolicy
-from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
 from retain.retention.groups import PROTECT_MODES, Protect
 from retain.retention.leases import Replicas
 from retain.retention.patterns import DEFAULT_RESCAN, StreamPattern
 from retain.retention.policy import Policy, StreamPolicy, archive_key_problem
 from retain.retention.shards import DEFAULT_SHARDS
+from retain.streams.keys import DEFAULT_PREFIX, RawKey, StreamRef, stream_key
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
 if TYPE_CHECKING:

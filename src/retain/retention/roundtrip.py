@@ -12,14 +12,14 @@ While a beat reads its answers the cyclic garbage collector is paused
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
 import redis.exceptions
 
-from retain._redis import RedisLike
 from retain._nodes import send_all
+from retain._redis import RedisLike
 
 hiredis: Any
 try:  # redis[hiredis]: the beat's replies are parsed in one pass (see read_replies)

@@ -14,8 +14,14 @@ pyarrow. Nothing below :mod:`retain.cli` and :mod:`retain.demo` imports it but t
 from retain.errors import ServerStartError
 from retain.servers._process import free_port
 from retain.servers.postgres import PostgresServer, find_postgres_bin
-from retain.servers.redis import (RedisCluster, RedisServer, SentinelServer, ValkeyServer, find_redis_server,
-                                  find_valkey_server)
+from retain.servers.redis import (
+                                  RedisCluster,
+                                  RedisServer,
+                                  SentinelServer,
+                                  ValkeyServer,
+                                  find_redis_server,
+                                  find_valkey_server,
+)
 from retain.servers.seaweed import SeaweedServer, find_weed
 
 __all__ = ["PostgresServer", "RedisCluster", "RedisServer", "SeaweedServer", "SentinelServer", "ServerStartError",

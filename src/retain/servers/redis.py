@@ -24,8 +24,15 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from retain.servers._process import (ChildProcess, ManagedServer, ServerStartError, StartedOnEnter, free_port,
-                                     wait_listening, wait_until)
+from retain.servers._process import (
+    ChildProcess,
+    ManagedServer,
+    ServerStartError,
+    StartedOnEnter,
+    free_port,
+    wait_listening,
+    wait_until,
+)
 
 __all__ = ["RedisCluster", "RedisServer", "ValkeyServer", "find_redis_server", "find_valkey_server"]
 

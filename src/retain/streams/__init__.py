@@ -12,8 +12,8 @@ Imports: the vocabulary only (:mod:`retain.errors`, :mod:`retain.windows`,
 :mod:`retain.retention`, which import it.
 """
 
-from retain.streams.keys import DEFAULT_PREFIX, RawKey, Stream, StreamRef, key_of, stream_key
 from retain.streams.inspect import GroupInfo, StreamInfo, list_streams, stream_info
+from retain.streams.keys import DEFAULT_PREFIX, RawKey, Stream, StreamRef, key_of, stream_key
 from retain.streams.trim import atrim, trim, xtrim_command
 
 __all__ = [

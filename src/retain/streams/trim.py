@@ -9,7 +9,6 @@ or window never reaches the server.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from retain import _fields
 from retain._fields import Where

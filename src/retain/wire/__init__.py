@@ -37,8 +37,8 @@ from retain.wire.requests import answer_error, answer_failure, answer_result, pa
 from retain.wire.running import Server, ThreadedServer
 from retain.wire.serving import StreamServer
 from retain.wire.sockets import DEFAULT_SOCKET_MODE, HostPort, StreamSockets, bind_unix_socket
-from retain.wire.tls import ClientTls, client_context, server_context
 from retain.wire.tags import TAG_NAMES, AutoId, LogdKey, Or, Raw, from_plain, to_plain
+from retain.wire.tls import ClientTls, client_context, server_context
 
 __all__ = [
     "ByteBudget",

@@ -197,20 +197,7 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
     loose = 0  # bytes of documents framed, and so counted in the budgets, but not yet queued for an answer
     try:
         while True:
-            deadline = _deadline(framer, begun, link, window, timeouts)
-            try:
-                async with asyncio.timeout_at(deadline) as window.timer:
-                    data = await reader.read(_CHUNK)
-            except TimeoutError:
-                if not framer.unfinished and not _idle(window, link, timeouts, loop.time()):
-                    continue  # answers went out meanwhile, or a watch began: not idle after all
-                if framer.unfinished:
-                    failure = InvalidDocument(f"a document must end (a line '...') within {timeouts.document:g}s "
-                                              "of its first byte; closing the connection")
-                    pending.put_nowait((_ready(answer_failure(failure)), "yaml", 0))
-                break  # idle: nothing to answer; too slow: its refusal is the last answer
-            finally:
-                window.timer = None
+            data = await _next_chunk(reader, framer, begun, link, window, timeouts, pending)
             if not data:
                 break
             was_unfinished = framer.unfinished
@@ -228,15 +215,11 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 del document  # loaded: its bytes are no longer needed (still counted until the answer is out)
                 if first:
                     first = False
-                    answer, fmt, presented = _authenticate(loaded, fmt, tokens)
-                    if answer is not None:
-                        pending.put_nowait((_ready(answer), fmt, held))
-                    if presented is None and tokens is not None:
+                    talk, answered = _first(loaded, fmt, held, tokens, link, conversation, pending)
+                    if talk is None:
                         refused = True  # answer the refusal, then close
                         break
-                    link.token = presented if isinstance(presented, Token) else None
-                    talk = conversation(link)
-                    if answer is not None:
+                    if answered:
                         continue
                 assert talk is not None
                 pending.put_nowait(_arrive(talk, loaded, fmt, held))
@@ -258,6 +241,41 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
             with contextlib.suppress(Exception):
                 await talk.aclose()
         writer.close()
+
+
+def _first(loaded: Loaded | Exception, fmt: Format, held: int, tokens: Tokens | None, link: Link,
+           conversation: Callable[[Link], Conversation],
+           pending: asyncio.Queue[_Pending | None]) -> tuple[Conversation | None, bool]:
+    """The connection's first document, which must present a token when ``tokens`` are given: (the conversation,
+    None when refused; whether the document was the token alone, answered here)."""
+    answer, fmt, presented = _authenticate(loaded, fmt, tokens)
+    if answer is not None:
+        pending.put_nowait((_ready(answer), fmt, held))
+    if presented is None and tokens is not None:
+        return None, True
+    link.token = presented if isinstance(presented, Token) else None
+    return conversation(link), answer is not None
+
+
+async def _next_chunk(reader: asyncio.StreamReader, framer: Framer, begun: float, link: Link, window: _Window,
+                      timeouts: StreamTimeouts, pending: asyncio.Queue[_Pending | None]) -> bytes:
+    """The next bytes the peer sent; empty when the connection ends: the peer left, it idled past its time, or
+    a document it began did not end in time (then its refusal is queued as the last answer)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            async with asyncio.timeout_at(_deadline(framer, begun, link, window, timeouts)) as window.timer:
+                return await reader.read(_CHUNK)
+        except TimeoutError:
+            if not framer.unfinished and not _idle(window, link, timeouts, loop.time()):
+                continue  # answers went out meanwhile, or a watch began: not idle after all
+            if framer.unfinished:
+                failure = InvalidDocument(f"a document must end (a line '...') within {timeouts.document:g}s "
+                                          "of its first byte; closing the connection")
+                pending.put_nowait((_ready(answer_failure(failure)), "yaml", 0))
+            return b""  # idle: nothing to answer; too slow: its refusal is the last answer
+        finally:
+            window.timer = None
 
 
 class _Window:

@@ -33,11 +33,11 @@ from typing import Any
 
 import h11
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from retain.errors import InvalidDocument, InvalidInput, Unavailable
 from retain.wire.bounds import ByteBudget, Limits, TooLarge

@@ -21,10 +21,9 @@ Text that is not YAML at all raises :class:`NotYaml`; YAML that is refused raise
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
-
-import re
 
 import yaml
 
