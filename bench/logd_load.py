@@ -153,7 +153,7 @@ def probe_big_doc(port: int) -> tuple[float, int]:
     """The longest 1-record get (ms) of a client on the stream socket while another sends a 3 MiB JSON document
     and waits for its answer; and how many probes ran meanwhile."""
     from retain.logd import Client
-    from retain.wire import END, Framer
+    from retain.wire.framing import END, Framer
 
     document = json.dumps({"patch": {"ops": [{"set": "big", "value": [0] * 1_600_000}]}}, separators=(",", ":"))
     data = document.encode() + b"\n" + END

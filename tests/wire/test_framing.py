@@ -5,7 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retain.wire import END, ByteBudget, Framer, TooLarge, frame
+from retain.wire import ByteBudget
+from retain.wire.bounds import TooLarge
+from retain.wire.framing import END, Framer, frame
 
 
 class TestFramer:

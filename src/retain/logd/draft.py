@@ -18,7 +18,7 @@ from typing import Any
 
 from retain.errors import InvalidRequest, NotFound, PreconditionFailed, SchemaViolation
 from retain.logd.match import ABSENT, matches
-from retain.logd.ops import Delete, Op, Set
+from retain.logd.patch_ops import Delete, Op, Set
 from retain.logd.paths import Field, Index, Key, Path, check_key, is_key
 from retain.logd.schema import Keying, Schema, tag_text
 from retain.logd.storage import GONE, KEYED, MAP, SEP, Row

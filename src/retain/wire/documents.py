@@ -3,7 +3,7 @@
 A document whose text parses as JSON is JSON, with tags spelled ``{"!or": [...]}``
 (see :mod:`retain.wire.tags`); it is answered in JSON. Everything else is YAML (which may
 use the JSON spelling of a tag too), read safely by :mod:`retain.wire.loader`: registered
-tags only, no aliases, at most :attr:`Limits.max_bytes` long and :attr:`Limits.max_depth` deep.
+tags only, no aliases, at most :attr:`WireLimits.max_bytes` long and :attr:`WireLimits.max_depth` deep.
 
 A document in seed 004's braced shape -- ``{retain: {`` on the first line, block content,
 ``}}`` on the last -- reads as the block document it stands for (:mod:`retain.wire.braced`),
@@ -22,7 +22,7 @@ from typing import Any, Literal
 import yaml
 
 from retain.errors import InvalidDocument
-from retain.wire.bounds import Limits, TooLarge, check_digits, refuse_size
+from retain.wire.bounds import TooLarge, WireLimits, check_digits, refuse_size
 from retain.wire.braced import brace, unbrace
 from retain.wire.dumpers import BracedDumper, Dumper
 from retain.wire.loader import NotYaml, check_depth, load_yaml
@@ -33,7 +33,7 @@ __all__ = ["Format", "answer_format", "dump", "dump_braced", "load", "receive", 
 Format = Literal["yaml", "json"]
 
 
-def load(data: bytes | str, limits: Limits = Limits()) -> tuple[Any, Format]:
+def load(data: bytes | str, limits: WireLimits = WireLimits()) -> tuple[Any, Format]:
     """Load one document and say which format it was in.
 
     Raises:
@@ -74,7 +74,7 @@ def load(data: bytes | str, limits: Limits = Limits()) -> tuple[Any, Format]:
     return from_plain(value), "yaml"
 
 
-def receive(document: bytes | TooLarge, limits: Limits) -> tuple[Any, Format]:
+def receive(document: bytes | TooLarge, limits: WireLimits) -> tuple[Any, Format]:
     """A document as a transport received it, loaded; one that outgrew ``limits`` on its way in is refused.
 
     Raises:
@@ -139,7 +139,7 @@ def _refuse_constant(name: str) -> Any:
     raise InvalidDocument(f"{name} is not JSON: numbers are finite")
 
 
-def _json_int(digits: str, limits: Limits) -> int:
+def _json_int(digits: str, limits: WireLimits) -> int:
     check_digits(digits, limits)
     return int(digits)
 

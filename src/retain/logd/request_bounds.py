@@ -5,7 +5,7 @@ One pass over the request's shape, no store I/O: the number of ops in a patch
 path it names (``limits.pathLength``) -- a get's, a list's, a watch's, each op's, each
 precondition's, each rule's. The refusal is :class:`~retain.errors.LimitExceeded`
 (``limit_exceeded``) naming the limit and its value. The document's own bounds (size, depth,
-integer digits) are the wire's (:class:`~retain.wire.Limits`).
+integer digits) are the wire's (:class:`~retain.wire.WireLimits`).
 """
 
 from __future__ import annotations
