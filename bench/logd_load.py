@@ -12,7 +12,7 @@ clients allow on this machine. ``ratio_50`` = logd's req/s / the baseline's at 5
 Where the time goes: the server's and the clients' CPU seconds per request (from /proc), beside the
 wall time; the machine is shared, so the figures are noisy -- compare within one run.
 
-A big document (issue 23, finding 1): ``probe_max_ms_big_doc`` is the longest 1-record ``get`` of a second
+A big document: ``probe_max_ms_big_doc`` is the longest 1-record ``get`` of a second
 client on the stream socket while one client sends a 3 MiB JSON document (a patch of a list of 1.6 million
 zeros) and waits for its answer; the target is under 250 ms (9 s when the event loop loaded documents).
 

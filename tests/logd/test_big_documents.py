@@ -1,4 +1,4 @@
-"""No client's big document stalls another (issue 23, findings 1 and 2): a second client's 1-record ``get`` is
+"""No client's big document stalls another: a second client's 1-record ``get`` is
 answered while one client sends a 3 MiB JSON list or a 512 KiB YAML list, or gets a 200,000-element record;
 requests count at their loaded size in the byte budgets; refusals quote a short prefix of what they refuse."""
 

@@ -1,4 +1,4 @@
-"""Bounded work: a request larger than the settings' limits is refused before it runs (issue 13, finding 2).
+"""Bounded work: a request larger than the settings' limits is refused before it runs.
 
 One pass over the request's shape, no store I/O: the number of ops in a patch
 (``limits.patchOps``), of rules in a retain (``limits.retainRules``), and the length of every

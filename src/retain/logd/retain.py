@@ -118,7 +118,7 @@ class RetainResult:
         return sum(rule.deleted for rule in self.rules)
 
     def to_document(self) -> dict[str, Any]:
-        """The answer's body in seed 004's shape: ``{now, commit, deleted, rules: [...]}``."""
+        """The answer's body in the braced shape: ``{now, commit, deleted, rules: [...]}``."""
         return {"now": format_rfc3339(self.now), "commit": self.commit, "deleted": self.deleted,
                 "rules": [rule.to_document() for rule in self.rules]}
 

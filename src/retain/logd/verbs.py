@@ -12,7 +12,7 @@ permission (:data:`PERMISSION`; ``schema`` with ``set`` needs ``admin``, reading
 and an ``author`` the request names must match one of the token's patterns. A ``session`` that
 makes a new scope needs ``write`` too (:meth:`~retain.logd.Store.session`).
 
-``retain`` (seed 004, :mod:`retain.logd.retain`) and ``compact`` are answered in steps
+``retain`` (:mod:`retain.logd.retain`) and ``compact`` are answered in steps
 (:data:`STAGED`, :mod:`retain.logd.steps`): a retain's read, then one commit per batch; a
 compaction's new boundary, then its pruning a range of records at a time. :func:`handle` runs
 them in place, one after the other; logd's server runs them itself (:func:`staged`,

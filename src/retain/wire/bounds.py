@@ -9,12 +9,12 @@ Every connection of a server also draws on one :class:`ByteBudget`: the bytes of
 documents (and HTTP bodies) buffered across the whole process. A document that would push
 it past its limit is dropped like an oversized one and answered ``unavailable``
 (:class:`~retain.errors.Unavailable`): the server refuses new work rather than grow
-(issue 13, finding 3: 30 connections sending 15 MiB each had added 450 MB).
+(30 connections sending 15 MiB each had added 450 MB).
 
 A request read whole keeps its bytes reserved until its answer is written, and once loaded it is
 counted at its loaded size (:func:`loaded_size`, Python objects weigh more than their text), both in
 the process's budget and in its connection's own (:attr:`WireLimits.max_held`): a peer that pipelines
-documents holds no more than either allows (issue 23, finding 1: a 3 MiB JSON list had grown logd by
+documents holds no more than either allows (a 3 MiB JSON list had grown logd by
 215 MiB). A request that cannot be counted is refused ``unavailable``, naming the budget.
 """
 

@@ -17,7 +17,7 @@ too large or not YAML or JSON (answered in the format it seems to be in), a
 The connection goes on. A conversation may also push documents of its own through its
 :class:`Link`, and close it.
 
-Backpressure and timeouts (issue 13, finding 3; the numbers are :class:`~retain.wire.WireLimits`'
+Backpressure and timeouts (the numbers are :class:`~retain.wire.WireLimits`'
 and :class:`~retain.wire.StreamTimeouts`' defaults):
 
 - at most ``max_unanswered`` (64) requests are read ahead of the answers the peer has taken:
@@ -27,8 +27,7 @@ and :class:`~retain.wire.StreamTimeouts`' defaults):
   :class:`~retain.wire.ByteBudget`; past it the document is dropped and answered ``unavailable``;
 - a request read whole stays counted, at its length plus its loaded size, in that budget and in the
   connection's own (``max_held``, 64 MiB) until its answer is written, and an answer longer than a
-  chunk while it goes out; one that does not fit is answered ``unavailable``, naming the budget
-  (issue 23, finding 1);
+  chunk while it goes out; one that does not fit is answered ``unavailable``, naming the budget;
 - a document longer than ``inline_bytes`` (16 KiB) is loaded, and an answer weighing more is dumped, on
   :mod:`retain.wire.offload`'s pool, the connection waiting for it and every other going on; an
   answer goes out in chunks of 64 KiB, each drained before the next, so it costs its own peer's pace;

@@ -5,7 +5,7 @@ A document whose text parses as JSON is JSON, with tags spelled ``{"!or": [...]}
 use the JSON spelling of a tag too), read safely by :mod:`retain.wire.loader`: registered
 tags only, no aliases, at most :attr:`WireLimits.max_bytes` long and :attr:`WireLimits.max_depth` deep.
 
-A document in seed 004's braced shape -- ``{retain: {`` on the first line, block content,
+A document in the braced shape -- ``{retain: {`` on the first line, block content,
 ``}}`` on the last -- reads as the block document it stands for (:mod:`retain.wire.braced`),
 and as plain YAML only when that fails; :func:`dump_braced` writes answers in that shape.
 
@@ -101,7 +101,7 @@ def dump(value: Any, fmt: Format) -> bytes:
 
 
 def dump_braced(value: Any) -> str:
-    """A YAML document in seed 004's braced shape: ``{result: {retain: {`` + block content + ``}}}``.
+    """A YAML document in the braced shape: ``{result: {retain: {`` + block content + ``}}}``.
 
     The maps that each hold one map are the braces; what they hold is written as a block, its
     innermost lists and maps in flow style (``- {path: jobs.*, deleted: 300}``), and strings that

@@ -10,7 +10,7 @@ a stream is the handler's to refuse.
 
 :class:`HttpServer` binds the socket at :meth:`~HttpServer.start` and runs uvicorn on it
 until :meth:`~HttpServer.aclose`, over TLS when given a certificate and key. Its connections
-are bounded in time (:class:`HttpTimeouts`, finding 3): an idle keep-alive connection is
+are bounded in time (:class:`HttpTimeouts`): an idle keep-alive connection is
 closed after ``idle`` seconds (uvicorn's ``timeout_keep_alive``); a request whose headers
 are not complete ``headers`` seconds after its first byte is dropped (slowloris); a body
 still arriving ``body`` seconds after the headers is answered 408 and the connection closed.

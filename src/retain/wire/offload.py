@@ -1,7 +1,7 @@
 """Loading and dumping documents off the event loop once they pass a small size, on a small pool.
 
 One loop serves every connection of a server, so a document loaded or dumped on it stalls them all
-(issue 23, finding 1: a 3 MiB JSON list held every other client 9 s; the 1.6 MB answer to a 21-byte
+(a 3 MiB JSON list held every other client 9 s; the 1.6 MB answer to a 21-byte
 ``get`` held them 6-8 s). A request longer than :attr:`~retain.wire.bounds.WireLimits.inline_bytes` is
 loaded, and an answer weighing more is dumped, on one of :data:`WORKERS` threads shared by the
 process: the loop only moves bytes, and a big document costs its own client the wait. Small ones
