@@ -12,7 +12,7 @@ clients allow on this machine. ``ratio_50`` = logd's req/s / the baseline's at 5
 Where the time goes: the server's and the clients' CPU seconds per request (from /proc), beside the
 wall time; the machine is shared, so the figures are noisy -- compare within one run.
 
-A big document (issue 23, finding 1): ``probe_max_ms_big_doc`` is the longest 1-record ``get`` of a second
+A big document: ``probe_max_ms_big_doc`` is the longest 1-record ``get`` of a second
 client on the stream socket while one client sends a 3 MiB JSON document (a patch of a list of 1.6 million
 zeros) and waits for its answer; the target is under 250 ms (9 s when the event loop loaded documents).
 
@@ -153,7 +153,7 @@ def probe_big_doc(port: int) -> tuple[float, int]:
     """The longest 1-record get (ms) of a client on the stream socket while another sends a 3 MiB JSON document
     and waits for its answer; and how many probes ran meanwhile."""
     from retain.logd import Client
-    from retain.wire import END, Framer
+    from retain.wire.framing import END, Framer
 
     document = json.dumps({"patch": {"ops": [{"set": "big", "value": [0] * 1_600_000}]}}, separators=(",", ":"))
     data = document.encode() + b"\n" + END

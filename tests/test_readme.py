@@ -68,7 +68,7 @@ class TestMarkedBlocks:
     def test_the_readme_runs_as_written(self, tmp_path, redis_server, redis_conn):
         """Every block the README marks runs in order, in an empty directory, against a real Redis and a real logd:
         the tour's Python and shell, the driver on its beat, retain.toml and the commands on it, the archive in a
-        directory of its own, logd's Python, expire.yaml and retain-jobs.toml sent to a logd (issue 26, defect 9:
+        directory of its own, logd's Python, expire.yaml and retain-jobs.toml sent to a logd (before:
         run_the_app() was undefined, retain.toml and retain-jobs.toml never shown, the archive needed root)."""
         from tests.helpers.command import retain_env
         from tests.helpers.docs import marked_blocks, run_blocks

@@ -31,7 +31,7 @@ __all__ = ["MAX_COUNT", "PERCENT_ENCODING", "QUOTE_CHARS", "Where", "boolean", "
 
 #: the largest count Redis (and a Parquet int64) holds: 2^63-1; a larger one passes nothing but fails every beat
 MAX_COUNT = 2**63 - 1
-#: the most characters of a refused value a refusal quotes: a 4 MiB value is not echoed back (issue 23, finding 2)
+#: the most characters of a refused value a refusal quotes: a 4 MiB value is not echoed back
 QUOTE_CHARS = 64
 _SHORT = reprlib.Repr()
 _SHORT.maxstring, _SHORT.maxother = QUOTE_CHARS + 2, QUOTE_CHARS

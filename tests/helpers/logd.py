@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from retain.wire import Limits
+from retain.wire import WireLimits
 
 START = datetime(2026, 9, 12, 8, 0, tzinfo=UTC)
 
 #: the limits of the ``served`` logd: a 1 MiB document at most
-LIMITS = Limits(max_bytes=1024 * 1024, max_depth=64)
+LIMITS = WireLimits(max_bytes=1024 * 1024, max_depth=64)
 
 
 class FakeClock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from retain.wire import Framer
+from retain.wire.framing import Framer
 
 
 def exchange(address, data: bytes, answers: int) -> list[bytes]:

@@ -17,7 +17,9 @@ from retain.errors import ServerUnavailable, StorageError
 from retain.logd import Client, ServerThread
 from retain.logd.server import INLINE_READ_RECORDS
 from retain.servers import free_port
-from retain.wire import Framer, HttpTimeouts, Limits, StreamSockets, StreamTimeouts, load
+from retain.wire import HttpTimeouts, StreamTimeouts, WireLimits, load
+from retain.wire.framing import Framer
+from retain.wire.sockets import StreamSockets
 from tests.helpers.waiting import wait_for
 
 BIG = "x" * 100_000  # a value whose answer fills socket buffers quickly
@@ -298,7 +300,7 @@ class TestUnreadDeltas:
         """A watch's deltas are pushed without waiting for the watcher; one that never reads used to make the
         server buffer every delta for ever. Past max_unsent bytes left unread its connection is closed (its
         watch dropped); other clients go on."""
-        with ServerThread(store, listen=("127.0.0.1", 0), limits=Limits(max_unsent=256 * 1024)) as running:
+        with ServerThread(store, listen=("127.0.0.1", 0), limits=WireLimits(max_unsent=256 * 1024)) as running:
             watcher = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             watcher.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # before connecting: a small window
             watcher.settimeout(60)

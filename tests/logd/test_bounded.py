@@ -16,8 +16,9 @@ import retain.logd.draft as draft_module
 from retain.errors import InvalidSettings, LimitExceeded
 from retain.logd.settings import Settings
 from retain.logd.verbs import Context, handle
-from retain.wire import Framer, load
-from retain.wire.bounds import Limits
+from retain.wire import load
+from retain.wire.bounds import WireLimits
+from retain.wire.framing import Framer
 
 HUGE_AT = b'{"get":{"path":"a","at":' + b"9" * 5000 + b"}}"
 
@@ -137,7 +138,7 @@ class TestHostileNumbers:
         """YAML 1.1 read 1:1:1:... (234 KiB) as a base-60 integer, quadratically (13.9 s of logd); YAML 1.2 core
         reads it as the string it is, stored as written."""
         sexagesimal = ":".join(["1"] * 120_000)
-        assert load("{a: " + sexagesimal + "}", Limits())[0] == {"a": sexagesimal}
+        assert load("{a: " + sexagesimal + "}", WireLimits())[0] == {"a": sexagesimal}
         raw = documents(served.address, b"{patch: {ops: [{set: t, value: " + sexagesimal.encode() + b"}]}}\n...\n"
                         b"{get: {path: t}}\n...\n", 2)
         assert raw[1]["result"]["get"]["value"] == sexagesimal

@@ -1,4 +1,4 @@
-"""Content checksums (issue 23, finding 3): a byte changed inside a stored value, its length kept, was served and
+"""Content checksums: a byte changed inside a stored value, its length kept, was served and
 passed `retain logd check`, because the databases check their pages, not what the pages hold. Every value and delta
 now carries the CRC-32 of its bytes; a read and the check compare them, and a mismatch is StoreDamaged (the wire's
 storage_error) naming the record and its commit. Stores made before get theirs in a forward migration."""

@@ -15,7 +15,8 @@ from retain.logd.client import AsyncClient, Client, parse_address
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
 from retain.logd.store import Written
-from retain.wire import Framer, Limits, LogdKey, load
+from retain.wire import LogdKey, WireLimits, load
+from retain.wire.framing import Framer
 from tests.helpers.logd import LIMITS
 
 
@@ -35,7 +36,7 @@ class RawConnection:
             data = self.sock.recv(65536)
             assert data, "logd closed the connection"
             self.documents.extend(self.framer.feed(data))
-        return load(self.documents.pop(0), Limits(max_depth=1000))[0]
+        return load(self.documents.pop(0), WireLimits(max_depth=1000))[0]
 
     def close(self):
         self.sock.close()

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from retain.errors import NotFound
-from retain.wire import Format, Limits, Link, Reply, StreamServer, ThreadedServer, load
+from retain.wire import Format, ThreadedServer, WireLimits, load
+from retain.wire.connection import Link, Reply
+from retain.wire.serving import StreamServer
 from tests.helpers.wire import exchange
 
-LIMITS = Limits(max_bytes=1024)
+LIMITS = WireLimits(max_bytes=1024)
 
 
 class Echo:

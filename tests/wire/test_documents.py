@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 
 from retain.errors import InvalidDocument
-from retain.wire import AutoId, Limits, LogdKey, Or, Raw, dump, load, split_documents
+from retain.wire import AutoId, LogdKey, Or, Raw, WireLimits, dump, load, split_documents
 from tests.strategies import logd_values
 
 TAGGED = {"if": {"jobs.j1": {"status": Or(("done", "canceled"))}},
@@ -66,10 +66,10 @@ class TestLoadDump:
     def test_limits(self):
         """Size and depth are bounded by the limits given."""
         with pytest.raises(InvalidDocument, match="at most 10"):
-            load("{a: 123456789}", Limits(max_bytes=10))
+            load("{a: 123456789}", WireLimits(max_bytes=10))
         with pytest.raises(InvalidDocument, match="deeper than 3"):
-            load("[[[[1]]]]", Limits(max_depth=3))
-        assert load("[[[1]]]", Limits(max_depth=3))[0] == [[[1]]]
+            load("[[[[1]]]]", WireLimits(max_depth=3))
+        assert load("[[[1]]]", WireLimits(max_depth=3))[0] == [[[1]]]
 
 
 

@@ -7,7 +7,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retain.wire import FlowDumper, Or, dump, dump_braced, load
+from retain.wire import Or, dump, dump_braced, load
+from retain.wire.dumpers import FlowDumper
 
 
 @pytest.mark.parametrize(("text", "written"), [

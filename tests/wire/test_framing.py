@@ -5,7 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retain.wire import END, ByteBudget, Framer, TooLarge, frame
+from retain.wire import ByteBudget
+from retain.wire.bounds import TooLarge
+from retain.wire.framing import END, Framer, frame
 
 
 class TestFramer:
@@ -37,8 +39,8 @@ class TestFramer:
 
 class TestLinear:
     def test_many_reads_of_one_document_are_searched_once(self):
-        """240 reads of 64 KiB, one document: every byte is searched about once, not once per read (issue 23,
-        finding 2: the framer searched its whole buffer on every read, 3.5 s for these reads)."""
+        """240 reads of 64 KiB, one document: every byte is searched about once, not once per read
+        (the framer searched its whole buffer on every read, 3.5 s for these reads)."""
         framer, chunk = Framer(32 * 1024 * 1024), b"x" * 65535 + b"\n"
         for _ in range(240):
             assert framer.feed(chunk) == []

@@ -10,7 +10,9 @@ import httpx
 import pytest
 
 from retain.errors import NotFound
-from retain.wire import Format, Limits, answer_result, http_app, load
+from retain.wire import Format, WireLimits, load
+from retain.wire.http import http_app
+from retain.wire.requests import answer_result
 
 
 async def handler(request: Any, fmt: Format, headers: Mapping[str, str]) -> dict[str, Any]:
@@ -25,7 +27,7 @@ async def handler(request: Any, fmt: Format, headers: Mapping[str, str]) -> dict
 def post(content: bytes | None = None, **options: Any) -> httpx.Response:
     """One POST / to the app, in process."""
     async def send() -> httpx.Response:
-        transport = httpx.ASGITransport(app=http_app(handler, Limits(max_bytes=1024)))
+        transport = httpx.ASGITransport(app=http_app(handler, WireLimits(max_bytes=1024)))
         async with httpx.AsyncClient(transport=transport, base_url="http://wire") as client:
             return await client.post("/", content=content, **options)
     return asyncio.run(send())

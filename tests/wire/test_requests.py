@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retain.errors import InvalidRequest
-from retain.wire import parse_request
+from retain.wire.requests import parse_request
 
 
 class TestParseRequest:

@@ -8,7 +8,7 @@ import click
 
 from retain.cli._ops import http_address, http_option, log_format_option
 from retain.daemon import stop_signals_held
-from retain.wire import Limits
+from retain.wire import WireLimits
 
 __all__ = ["docd"]
 
@@ -55,7 +55,7 @@ def _where(server: Any, socket_path: str | None) -> str:
 @click.option("--logd", "logd_address", help="Where logd is: HOST:PORT or unix:PATH [the file's, else 127.0.0.1:7420].")
 @click.option("--listen", help=f"TCP HOST:PORT to serve on [default: {DEFAULT_LISTEN} unless --socket].")
 @click.option("--socket", "socket_path", help="Unix socket PATH to serve on, instead of --listen.")
-@click.option("--max-document-bytes", type=int, default=Limits().max_bytes, show_default=True,
+@click.option("--max-document-bytes", type=int, default=WireLimits().max_bytes, show_default=True,
               help="The largest request document accepted.")
 @click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False),
               help="TOML token file of the callers docd accepts (docs/docd.md); docd enforces their permissions.")

@@ -8,9 +8,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from retain.cli._limits import LIMIT_HELP, parse_limits
+from retain.cli._limit_options import LIMIT_HELP, parse_limits
 from retain.cli._ops import http_address, http_option, log_format_option, ops_tokens, ops_tokens_options
-from retain.wire import HttpTimeouts, Limits, StreamTimeouts
+from retain.wire import HttpTimeouts, StreamTimeouts, WireLimits
 
 if TYPE_CHECKING:
     from retain.wire import Tokens
@@ -47,7 +47,7 @@ def logd() -> None:
 @click.option("--cutoff", help="compaction.cutoff: commits younger than this stay readable with deltas [1h].")
 @click.option("--tier", "tiers", multiple=True, help="Snapshot tier EVERY:KEEP, repeatable [1h:1d 1d:30d 30d:forever].")
 @click.option("--horizon", help="compaction.horizon: no history older than this survives [none].")
-@click.option("--max-document-bytes", type=int, default=Limits().max_bytes, show_default=True,
+@click.option("--max-document-bytes", type=int, default=WireLimits().max_bytes, show_default=True,
               help="The largest request document accepted.")
 @click.option("--max-buffered-bytes", type=click.IntRange(min=1), default=256 * 1024 * 1024, show_default=True,
               help="The most bytes of unfinished requests held across all connections; past it: unavailable.")
@@ -100,7 +100,7 @@ def serve_command(db: str, listen: str | None, socket_path: str | None, http: st
                                                     tiers=tiers, horizon=horizon), "settings")
     tokens, tls, mode = server_security(tokens_file, tls_cert, tls_key, socket_mode)
     serve(ServeConfig(db, listen=address, socket_path=socket_path, http=http_address, settings=settings,
-                      limits=bounds.applied(Limits(max_bytes=max_document_bytes), "wire"),
+                      limits=bounds.applied(WireLimits(max_bytes=max_document_bytes), "wire"),
                       stream_timeouts=bounds.applied(StreamTimeouts(), "stream"),
                       http_timeouts=bounds.applied(HttpTimeouts(), "http"), max_buffered_bytes=max_buffered_bytes,
                       tokens=tokens, insecure=insecure, tls=tls, socket_mode=mode, log_format=log_format))

@@ -31,7 +31,11 @@ from typing import Any
 from retain.errors import InvalidInput, Unsupported
 from retain.logd import Store
 from retain.logd.verbs import VERBS, Context, handle
-from retain.wire import Format, HostPort, Limits, Link, Reply, StreamServer, Tokens, parse_request
+from retain.wire import Format, Tokens, WireLimits
+from retain.wire.connection import Link, Reply
+from retain.wire.requests import parse_request
+from retain.wire.serving import StreamServer
+from retain.wire.sockets import HostPort
 
 __all__ = ["UNSUPPORTED", "Controller", "controller_verbs"]
 
@@ -65,7 +69,7 @@ class Controller(StreamServer):
     """
 
     def __init__(self, store: Store, *, without: Iterable[str] = (), listen: HostPort | None = None,
-                 socket_path: str | None = None, limits: Limits = Limits(), tokens: Tokens | None = None,
+                 socket_path: str | None = None, limits: WireLimits = WireLimits(), tokens: Tokens | None = None,
                  insecure: bool = False) -> None:
         self.store = store
         self.verbs = controller_verbs(without)

@@ -17,7 +17,7 @@ from retain.docd.metrics import DocdMetrics, owners_check
 from retain.docd.server import DocdServer
 from retain.errors import InvalidInput
 from retain.ops import DashboardPage, Health, OpsServer
-from retain.wire import Limits, ThreadedServer, refuse_open
+from retain.wire import ThreadedServer, WireLimits, refuse_open
 
 if TYPE_CHECKING:
     from retain.docd.mounts import MountTable
@@ -43,7 +43,7 @@ class DocdConfig:
     listen: tuple[str, int] | None = None
     #: a Unix socket to serve on instead of ``listen``
     socket_path: str | None = None
-    max_document_bytes: int = Limits().max_bytes
+    max_document_bytes: int = WireLimits().max_bytes
     #: the callers docd accepts (None: anyone who reaches it, on loopback or with ``insecure``)
     tokens: Tokens | None = None
     #: the secret docd presents to logd and every controller
@@ -75,7 +75,7 @@ def serve(config: DocdConfig) -> None:
     if config.http is not None:
         ops_server, where["observe"] = docd_endpoints(config.mounts, config.http, config.tokens)
         services.append(ops_server)
-    running = ThreadedServer(DocdServer(config.mounts, limits=Limits(max_bytes=config.max_document_bytes),
+    running = ThreadedServer(DocdServer(config.mounts, limits=WireLimits(max_bytes=config.max_document_bytes),
                                         tokens=config.tokens, owner_token=config.owner_token,
                                         insecure=config.insecure, socket_mode=config.socket_mode, **where))
     services.insert(0, running)  # /healthz answers once docd itself serves

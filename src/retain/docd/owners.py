@@ -17,7 +17,7 @@ from typing import Any
 from retain.docd.router import Fanout, Owner, answer_retain
 from retain.errors import LogdError, OwnerUnavailable, ServerUnavailable
 from retain.logd.client import AsyncClient
-from retain.wire import answer_error
+from retain.wire.requests import answer_error
 
 __all__ = ["Call", "Owners", "fan_out"]
 

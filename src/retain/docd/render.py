@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from retain.wire import FlowDumper
+from retain.wire.dumpers import FlowDumper
 
 __all__ = ["render_answer"]
 

@@ -37,7 +37,7 @@ from retain.errors import InvalidInput, InvalidRequest, InvalidRetain, StorageEr
 from retain.logd.client import Address
 from retain.logd.paths import ROOT, Field, Path, Wild, check_key, parse
 from retain.logd.retain_rules import parse_retain
-from retain.wire import answer_error, parse_request
+from retain.wire.requests import answer_error, parse_request
 
 __all__ = ["ROUTED", "Fanout", "Forward", "Owner", "OwnerRequest", "Plan", "RuleRoute", "SessionChange",
            "answer_forward", "answer_retain", "delta_from", "route"]

@@ -28,19 +28,12 @@ from retain.docd.mounts import MountTable
 from retain.docd.owners import Observe, Owners, fan_out
 from retain.docd.router import Fanout, Forward, SessionChange, answer_forward, delta_from, route
 from retain.logd.verbs import authorize
-from retain.wire import (
-    DEFAULT_SOCKET_MODE,
-    Format,
-    HostPort,
-    Limits,
-    Link,
-    Reply,
-    StreamServer,
-    Tokens,
-    answer_result,
-    frame,
-)
-from retain.wire.requests import parse_request
+from retain.wire import Format, Tokens, WireLimits
+from retain.wire.connection import Link, Reply
+from retain.wire.framing import frame
+from retain.wire.requests import answer_result, parse_request
+from retain.wire.serving import StreamServer
+from retain.wire.sockets import DEFAULT_SOCKET_MODE, HostPort
 
 __all__ = ["DocdServer"]
 
@@ -56,7 +49,7 @@ class DocdServer(StreamServer):
     """
 
     def __init__(self, table: MountTable, *, listen: HostPort | None = None, socket_path: str | None = None,
-                 clock: Clock = utc_now, limits: Limits = Limits(), tokens: Tokens | None = None,
+                 clock: Clock = utc_now, limits: WireLimits = WireLimits(), tokens: Tokens | None = None,
                  owner_token: str | None = None, insecure: bool = False,
                  socket_mode: int = DEFAULT_SOCKET_MODE, observe: Observe | None = None) -> None:
         self.table, self.clock, self.owner_token, self.observe = table, clock, owner_token, observe

@@ -7,7 +7,7 @@ See ``docs/logd.md``. The embedded store::
     ops = store.session(author="verse/ops")
     ops.patch([{"set": "jobs.j1", "value": {"status": "done"}}])
 
-Retention is a request (seed 004): :func:`run_retain` ages records out as ordinary,
+Retention is a request: :func:`run_retain` ages records out as ordinary,
 precondition-guarded delete commits. :func:`backup` copies a SQLite store at one commit while it
 serves; :func:`restore` puts a copy back.
 

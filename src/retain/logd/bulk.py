@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retain.errors import InvalidRequest
-from retain.logd.ops import Op, Set
+from retain.logd.patch_ops import Op, Set
 from retain.logd.paths import MAX_PATH, NAMES, ROOT, is_key, parse
 from retain.logd.schema import Schema
 from retain.logd.storage import BASELINE, MAP, SEP, ReadAhead, Row

@@ -1,7 +1,7 @@
 """Content checksums: every stored value and delta carries the CRC-32 of its encoded bytes, written with it.
 
 A database checks its own pages (SQLite's integrity check, PostgreSQL's page checksums where enabled), not what a
-page holds: a byte changed inside a value, its length kept, was served as written (issue 23, finding 3). So each
+page holds: a byte changed inside a value, its length kept, was served as written. So each
 record version's ``value`` is stored beside ``crc`` and each commit's ``ops`` beside ``ops_crc``, both the
 :func:`checksum` of the text's UTF-8 bytes; every read of a value or a delta compares them
 (:func:`verify`), as does ``retain logd check``, and a mismatch is :class:`~retain.errors.StoreDamaged` naming the

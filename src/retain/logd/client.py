@@ -32,7 +32,9 @@ from typing import Any
 
 from retain.errors import LOGD_ERRORS, Compacted, InvalidInput, LogdError, ServerUnavailable
 from retain.logd.store import Listing, Read, Written
-from retain.wire import ClientTls, Format, Framer, Limits, TooLarge, client_context, frame, load
+from retain.wire import ClientTls, Format, WireLimits, client_context, load
+from retain.wire.bounds import TooLarge
+from retain.wire.framing import Framer, frame
 
 __all__ = ["Address", "AsyncClient", "Client", "error_from", "parse_address"]
 
@@ -71,7 +73,7 @@ def error_from(answer: dict[str, Any]) -> LogdError:
 class _Base:
     """What both twins share: encoding, decoding, sorting answers from deltas, request bodies."""
 
-    def __init__(self, fmt: Format, limits: Limits) -> None:
+    def __init__(self, fmt: Format, limits: WireLimits) -> None:
         self.fmt, self.limits = fmt, limits
         self.framer = Framer(limits.max_bytes)
         self.answers: deque[dict[str, Any]] = deque()
@@ -84,7 +86,7 @@ class _Base:
         for document in self.framer.feed(data):
             if isinstance(document, TooLarge):
                 raise LogdError(f"logd sent a document of {document.size} bytes, over {self.limits.max_bytes}")
-            value, _ = load(document, Limits(max_bytes=self.limits.max_bytes, max_depth=10_000))
+            value, _ = load(document, WireLimits(max_bytes=self.limits.max_bytes, max_depth=10_000))
             if isinstance(value, dict) and "delta" in value:
                 self.deltas.append(value["delta"])
             else:
@@ -106,7 +108,7 @@ class Client(_Base):
     """A blocking client on one connection (one session). Not for use by several threads at once."""
 
     def __init__(self, address: Address, *, author: str | None = None, scope: str | None = None,
-                 timeout: float = 60.0, fmt: Format = "json", limits: Limits = Limits(),
+                 timeout: float = 60.0, fmt: Format = "json", limits: WireLimits = WireLimits(),
                  token: str | None = None, tls: ClientTls = None) -> None:
         super().__init__(fmt, limits)
         context = _tls_for(address, tls)
@@ -202,13 +204,13 @@ class AsyncClient(_Base):
     """The asyncio twin of :class:`Client`; make it with ``await AsyncClient.connect(...)``."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, fmt: Format,
-                 limits: Limits) -> None:
+                 limits: WireLimits) -> None:
         super().__init__(fmt, limits)
         self.reader, self.writer = reader, writer
 
     @classmethod
     async def connect(cls, address: Address, *, author: str | None = None, scope: str | None = None,
-                      fmt: Format = "json", limits: Limits = Limits(), token: str | None = None,
+                      fmt: Format = "json", limits: WireLimits = WireLimits(), token: str | None = None,
                       tls: ClientTls = None) -> AsyncClient:
         context = _tls_for(address, tls)
         try:

@@ -46,7 +46,7 @@ from typing import Any
 from retain.clock import format_rfc3339, parse_rfc3339
 from retain.errors import InvalidRequest, InvalidRetain, LogdError, NotFound, PreconditionFailed
 from retain.logd.draft import record_key
-from retain.logd.ops import Delete
+from retain.logd.patch_ops import Delete
 from retain.logd.paths import Field, Path, Wild
 from retain.logd.retain_rules import RetainRequest, RetainRule, cutoff, item_pattern, parse_retain, select
 from retain.logd.schema import Rule, Schema
@@ -118,7 +118,7 @@ class RetainResult:
         return sum(rule.deleted for rule in self.rules)
 
     def to_document(self) -> dict[str, Any]:
-        """The answer's body in seed 004's shape: ``{now, commit, deleted, rules: [...]}``."""
+        """The answer's body in the braced shape: ``{now, commit, deleted, rules: [...]}``."""
         return {"now": format_rfc3339(self.now), "commit": self.commit, "deleted": self.deleted,
                 "rules": [rule.to_document() for rule in self.rules]}
 

@@ -50,7 +50,7 @@ from retain.errors import InvalidInput, InvalidPolicy, RetainError
 from retain.logd.client import Address, Client, parse_address
 from retain.logd.retain import RetainResult
 from retain.logd.retain_rules import RetainRequest, parse_retain
-from retain.wire import from_plain
+from retain.wire.tags import from_plain
 
 __all__ = ["DEFAULT_RETRY", "RetainSchedule", "describe_answer", "load_schedule", "parse_schedule", "reasked",
            "run_schedule", "schedule_beat", "send_retain"]

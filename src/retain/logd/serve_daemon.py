@@ -21,7 +21,7 @@ from retain.logd.postgres import is_postgres_url, redacted
 from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
 from retain.logd.store import Store
-from retain.wire import ByteBudget, HttpTimeouts, Limits, StreamTimeouts, refuse_clear, refuse_open, server_context
+from retain.wire import ByteBudget, HttpTimeouts, StreamTimeouts, WireLimits, refuse_clear, refuse_open, server_context
 
 if TYPE_CHECKING:
     from retain.wire import Tokens
@@ -52,7 +52,7 @@ class ServeConfig:
     #: also serve HTTP here (POST / takes a request; /healthz, /readyz, /metrics and / are the operator's)
     http: tuple[str, int] | None = None
     settings: Settings = field(default_factory=Settings)
-    limits: Limits = field(default_factory=Limits)
+    limits: WireLimits = field(default_factory=WireLimits)
     stream_timeouts: StreamTimeouts = field(default_factory=StreamTimeouts)
     http_timeouts: HttpTimeouts = field(default_factory=HttpTimeouts)
     max_buffered_bytes: int = MAX_BUFFERED_BYTES

@@ -5,7 +5,7 @@ One writer thread applies every request, from every connection, in arrival order
 (:class:`~concurrent.futures.ThreadPoolExecutor` with one worker: SQLite runs off the
 event loop, and nothing else writes the store). Each connection's requests are
 submitted to the writer as they arrive, without waiting for answers; the connection
-loop (:func:`~retain.wire.serve_connection`) writes the answers back in request order.
+loop (:func:`~retain.wire.connection.serve_connection`) writes the answers back in request order.
 So a read sent behind a write on the same connection is applied after it and sees it.
 
 A retain request is answered in steps (:func:`~retain.logd.verbs.steps`): its reads run on
@@ -37,7 +37,7 @@ and ``Logd-Scope`` headers set the session. HTTP cannot stream, so ``watch`` the
 ``unsupported``.
 
 With ``tokens`` (:class:`~retain.wire.Tokens`) every request runs under the caller's token:
-a stream connection presents it first (:func:`~retain.wire.serve_connection`), an HTTP
+a stream connection presents it first (:func:`~retain.wire.connection.serve_connection`), an HTTP
 request in ``Authorization: Bearer``; the session's author is the token's name unless the
 caller names one its patterns admit, and :func:`~retain.logd.verbs.authorize` checks each
 verb. Without tokens the server is open, and refuses a non-loopback address unless ``insecure``.
@@ -70,27 +70,24 @@ from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
 from retain.logd.verbs import Context, delta_document, handle, reads_only, staged, steps
 from retain.wire import (
-    DEFAULT_SOCKET_MODE,
     ByteBudget,
     Format,
-    HostPort,
-    HttpServer,
     HttpTimeouts,
-    Limits,
-    Link,
-    Reply,
-    StreamServer,
     StreamTimeouts,
     ThreadedServer,
     Token,
     Tokens,
-    answer_failure,
-    frame,
-    http_app,
+    WireLimits,
     refuse_clear,
     refuse_open,
     server_context,
 )
+from retain.wire.connection import Link, Reply
+from retain.wire.framing import frame
+from retain.wire.http import HttpServer, http_app
+from retain.wire.requests import answer_failure
+from retain.wire.serving import StreamServer
+from retain.wire.sockets import DEFAULT_SOCKET_MODE, HostPort
 
 __all__ = ["LogdServer", "ServerThread"]
 
@@ -252,7 +249,7 @@ class LogdServer:
     """A store served on a stream socket (TCP ``listen`` and/or Unix ``socket_path``) and optionally HTTP."""
 
     def __init__(self, store: Store, *, listen: HostPort | None = None, socket_path: str | None = None,
-                 http: HostPort | None = None, limits: Limits = Limits(), tokens: Tokens | None = None,
+                 http: HostPort | None = None, limits: WireLimits = WireLimits(), tokens: Tokens | None = None,
                  insecure: bool = False, socket_mode: int = DEFAULT_SOCKET_MODE, tls: tuple[str, str] | None = None,
                  http_timeouts: HttpTimeouts = HttpTimeouts(), budget: ByteBudget | None = None,
                  stream_timeouts: StreamTimeouts = StreamTimeouts(), observe: Observe | None = None,

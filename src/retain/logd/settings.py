@@ -55,7 +55,7 @@ class Settings:
     - ``horizon`` (``compaction.horizon``): when set, no history older than this survives;
     - ``max_patch_ops`` (``limits.patchOps``), ``max_retain_rules`` (``limits.retainRules``),
       ``max_path_length`` (``limits.pathLength``, in characters): the most one request may ask, so that
-      its cost is bounded before it runs (:mod:`retain.logd.limits`);
+      its cost is bounded before it runs (:mod:`retain.logd.request_bounds`);
     - ``max_scopes`` (``limits.scopes``): the most live scopes in the store; ``max_scopes_per_token``
       (``limits.scopesPerToken``): the most live scopes one token has made through this store
       (:meth:`~retain.logd.Store.session`).

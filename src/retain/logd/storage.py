@@ -73,7 +73,7 @@ class ScopeRecord:
 
 @dataclass(frozen=True, slots=True)
 class ItemTest:
-    """What a retain rule asks of each item of a container (seed 004), for a backend to answer in its own SQL.
+    """What a retain rule asks of each item of a container, for a backend to answer in its own SQL.
 
     An item is a record child of the container (a map's child, a keyed array's element). Its timestamp is
     the value at ``age`` (names, one per level: ``("timing", "at")``); the item is *unreadable* when that is
@@ -82,7 +82,7 @@ class ItemTest:
     inside years 1-9999 in UTC). A readable item *expires* at a cutoff when its instant is at or before the
     cutoff and ``match`` (a map pattern, :mod:`retain.logd.match`; None: any item) holds of it. A batch's
     *guard* holds of an item when the text at ``age`` is still the text the pass read and ``match`` still
-    holds: the precondition of seed 004, which a writer that touched the item in between makes fail.
+    holds: the retain request's precondition, which a writer that touched the item in between makes fail.
     """
 
     age: tuple[str, ...]

@@ -30,7 +30,7 @@ from retain.errors import Compacted, InvalidRequest, LimitExceeded, NotFound
 from retain.logd import history
 from retain.logd.bulk import NewRecords, as_ops, new_records, places, plan_bulk, read_ahead
 from retain.logd.draft import Draft, check_node, record_key
-from retain.logd.ops import Delete, Op, parse_ops, parse_precondition
+from retain.logd.patch_ops import Delete, Op, parse_ops, parse_precondition
 from retain.logd.paths import ROOT, Path, check_key, parse
 from retain.logd.postgres import PostgresBackend, is_postgres_url
 from retain.logd.schema import Schema
@@ -39,7 +39,8 @@ from retain.logd.sqlite import SqliteBackend
 from retain.logd.steps import Step, drive
 from retain.logd.storage import BASELINE, GONE, KEYED, Backend, CommitRecord, ItemTest, Reads, ScopeRecord
 from retain.logd.view import View, list_items, read_value
-from retain.wire import Token, check_author, from_plain, to_plain
+from retain.wire import Token, check_author
+from retain.wire.tags import from_plain, to_plain
 
 __all__ = ["PRUNE_RECORDS", "Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written",
            "delta_for"]

@@ -2,7 +2,7 @@
 
 A handler takes the connection's :class:`Context` and the request body (a map) and
 returns the result body, or raises a :class:`~retain.errors.LogdError`, which the
-transport answers as ``{error: {code, message}}`` (:func:`retain.wire.answer_failure`).
+transport answers as ``{error: {code, message}}`` (:func:`retain.wire.requests.answer_failure`).
 Bodies are checked field by field: an unknown field is an ``invalid_request``, never
 silently ignored.
 
@@ -12,7 +12,7 @@ permission (:data:`PERMISSION`; ``schema`` with ``set`` needs ``admin``, reading
 and an ``author`` the request names must match one of the token's patterns. A ``session`` that
 makes a new scope needs ``write`` too (:meth:`~retain.logd.Store.session`).
 
-``retain`` (seed 004, :mod:`retain.logd.retain`) and ``compact`` are answered in steps
+``retain`` (:mod:`retain.logd.retain`) and ``compact`` are answered in steps
 (:data:`STAGED`, :mod:`retain.logd.steps`): a retain's read, then one commit per batch; a
 compaction's new boundary, then its pruning a range of records at a time. :func:`handle` runs
 them in place, one after the other; logd's server runs them itself (:func:`staged`,
@@ -31,12 +31,13 @@ from retain import _fields as fields
 from retain._fields import Where
 from retain.clock import parse_rfc3339
 from retain.errors import InvalidRequest, Unsupported
-from retain.logd.limits import check_request
 from retain.logd.paths import ROOT, Path, parse
+from retain.logd.request_bounds import check_request
 from retain.logd.retain import retain_pass
 from retain.logd.steps import Step, drive
 from retain.logd.store import Delta, Session, Store
-from retain.wire import Format, Token, answer_result, parse_request
+from retain.wire import Format, Token
+from retain.wire.requests import answer_result, parse_request
 
 __all__ = ["PERMISSION", "READS", "authorize", "reads_only", "STAGED", "VERBS", "Context", "Handler", "Staged", "Steps", "Subscribe", "delta_document", "handle",
            "staged", "steps"]
@@ -68,7 +69,7 @@ def handle(context: Context, request: Any) -> dict[str, Any]:
 
     Raises:
         LogdError: the request is refused or fails; the transport answers it
-            (:func:`retain.wire.answer_failure`), as it answers a bug.
+            (:func:`retain.wire.requests.answer_failure`), as it answers a bug.
     """
     verb, body = parse_request(request)
     handler = VERBS.get(verb)

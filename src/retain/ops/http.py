@@ -27,7 +27,9 @@ from retain.errors import Forbidden, Unauthenticated
 from retain.ops.dashboard import DashboardPage, render_dashboard
 from retain.ops.health import Health
 from retain.ops.process import standard_metrics
-from retain.wire import HostPort, HttpServer, ThreadedServer, Tokens
+from retain.wire import ThreadedServer, Tokens
+from retain.wire.http import HttpServer
+from retain.wire.sockets import HostPort
 
 __all__ = ["OpsServer", "ops_routes"]
 

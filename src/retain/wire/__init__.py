@@ -1,97 +1,62 @@
 """wire: how logd and docd talk -- the request language's documents, their framing and bounds, the servers.
 
-One layer under both servers, so that neither holds the other's transport:
+One layer under both servers, so that neither holds the other's transport. What a user of
+logd or docd meets is exported here:
 
-- documents: YAML (or JSON) with the registered tags (:mod:`~retain.wire.tags`), loaded
-  safely (:mod:`~retain.wire.loader`), in seed 004's braced shape too
-  (:mod:`~retain.wire.braced`), written by :mod:`~retain.wire.dumpers`
-  (:func:`load`, :func:`dump`, :func:`dump_braced`);
-- bounds (:class:`Limits`, :class:`TooLarge`) and framing on a stream (:func:`frame`,
-  :class:`Framer`, :data:`END`);
-- the request and answer shapes, and the one way a failure becomes an answer
-  (:func:`parse_request`, :func:`answer_result`, :func:`answer_error`, :func:`answer_failure`);
+- documents: YAML (or JSON) with the registered tags (:class:`Or`, :class:`LogdKey`,
+  :class:`AutoId`, :class:`Raw`), loaded safely and written (:func:`load`, :func:`dump`,
+  :func:`dump_braced`, :func:`split_documents`);
+- bounds: :class:`WireLimits` (one document, one connection), :class:`StreamTimeouts`,
+  :class:`HttpTimeouts`, :class:`ByteBudget` (what all connections may hold);
 - who may do what: :class:`Tokens` (a token file), each :class:`Token`'s permissions and author
   patterns, :func:`check_author`, :func:`refuse_open` (no open server off loopback),
   :func:`refuse_clear` (no token in clear off loopback); TLS contexts (:func:`server_context`,
-  :func:`client_context`);
-- serving: listening sockets (:class:`StreamSockets`), the one connection loop
-  (:func:`serve_connection`: documents in, answers out in request order, each
-  :class:`Conversation` deciding whether it pipelines), a :class:`StreamServer` of
-  conversations, the HTTP transport (:func:`http_app`, :class:`HttpServer`), and running
-  any of them on a loop in a thread (:class:`ThreadedServer`); both transports load big
-  documents and dump big answers off the loop (:mod:`~retain.wire.offload`).
+  :func:`client_context`, :class:`ClientTls`);
+- running a server on a loop in a thread (:class:`ThreadedServer`).
+
+The machinery is private to the servers that use it, imported from its module:
+framing (:mod:`~retain.wire.framing`), the request and answer shapes
+(:mod:`~retain.wire.requests`), the one connection loop (:mod:`~retain.wire.connection`),
+the stream and HTTP servers (:mod:`~retain.wire.serving`, :mod:`~retain.wire.http`,
+:mod:`~retain.wire.sockets`), the pool that loads big documents and dumps big answers
+off the loop (:mod:`~retain.wire.offload`).
 
 It imports only the vocabulary (:mod:`retain.errors`, :mod:`retain.clock`,
-:mod:`retain._fields`) and never logd or docd: they import it. The modules are this
-package's layout; what others use is exported here.
+:mod:`retain._fields`) and never logd or docd: they import it.
 """
 
 from retain.wire.auth import PERMISSIONS, Token, Tokens, check_author, refuse_clear, refuse_open
-from retain.wire.bounds import ByteBudget, Limits, StreamTimeouts, TooLarge, refuse_size
-from retain.wire.connection import Conversation, Link, Reply, serve_connection
-from retain.wire.documents import Format, answer_format, dump, dump_braced, load, receive, split_documents
-from retain.wire.dumpers import FlowDumper, represent_str
-from retain.wire.framing import END, Framer, frame
-from retain.wire.http import HTTP_STATUS, HttpHandler, HttpServer, HttpTimeouts, http_app
-from retain.wire.requests import answer_error, answer_failure, answer_result, parse_request
+from retain.wire.bounds import ByteBudget, StreamTimeouts, WireLimits
+from retain.wire.documents import Format, dump, dump_braced, load, split_documents
+from retain.wire.http import HttpTimeouts
 from retain.wire.running import Server, ThreadedServer
-from retain.wire.serving import StreamServer
-from retain.wire.sockets import DEFAULT_SOCKET_MODE, HostPort, StreamSockets, bind_unix_socket
-from retain.wire.tags import TAG_NAMES, AutoId, LogdKey, Or, Raw, from_plain, to_plain
+from retain.wire.tags import TAG_NAMES, AutoId, LogdKey, Or, Raw
 from retain.wire.tls import ClientTls, client_context, server_context
 
 __all__ = [
-    "ByteBudget",
-    "StreamTimeouts",
-    "DEFAULT_SOCKET_MODE",
-    "END",
-    "PERMISSIONS",
-    "Token",
-    "Tokens",
-    "HttpTimeouts",
-    "bind_unix_socket",
-    "check_author",
-    "refuse_clear",
-    "refuse_open",
-    "ClientTls",
-    "client_context",
-    "server_context",
-    "HTTP_STATUS",
-    "TAG_NAMES",
     "AutoId",
-    "Conversation",
-    "FlowDumper",
+    "ByteBudget",
+    "ClientTls",
     "Format",
-    "Framer",
-    "HostPort",
-    "HttpHandler",
-    "HttpServer",
-    "Limits",
-    "Link",
+    "HttpTimeouts",
     "LogdKey",
     "Or",
+    "PERMISSIONS",
     "Raw",
-    "Reply",
     "Server",
-    "StreamServer",
-    "StreamSockets",
+    "StreamTimeouts",
+    "TAG_NAMES",
     "ThreadedServer",
-    "TooLarge",
-    "answer_error",
-    "answer_failure",
-    "answer_format",
-    "answer_result",
+    "Token",
+    "Tokens",
+    "WireLimits",
+    "check_author",
+    "client_context",
     "dump",
     "dump_braced",
-    "frame",
-    "from_plain",
-    "http_app",
     "load",
-    "parse_request",
-    "receive",
-    "refuse_size",
-    "represent_str",
-    "serve_connection",
+    "refuse_clear",
+    "refuse_open",
+    "server_context",
     "split_documents",
-    "to_plain",
 ]

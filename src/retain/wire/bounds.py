@@ -1,6 +1,6 @@
 """The size bounds of one document, and what a transport holds when a document outgrew them.
 
-A transport reads at most :attr:`Limits.max_bytes` of a document before giving up on it:
+A transport reads at most :attr:`WireLimits.max_bytes` of a document before giving up on it:
 the stream's :class:`~retain.wire.framing.Framer` drops the rest as it arrives, HTTP stops
 reading the body. Either hands on a :class:`TooLarge` in the document's place, answered
 with one refusal (:func:`refuse_size`); the loader checks size and depth again itself.
@@ -9,12 +9,12 @@ Every connection of a server also draws on one :class:`ByteBudget`: the bytes of
 documents (and HTTP bodies) buffered across the whole process. A document that would push
 it past its limit is dropped like an oversized one and answered ``unavailable``
 (:class:`~retain.errors.Unavailable`): the server refuses new work rather than grow
-(issue 13, finding 3: 30 connections sending 15 MiB each had added 450 MB).
+(30 connections sending 15 MiB each had added 450 MB).
 
 A request read whole keeps its bytes reserved until its answer is written, and once loaded it is
 counted at its loaded size (:func:`loaded_size`, Python objects weigh more than their text), both in
-the process's budget and in its connection's own (:attr:`Limits.max_held`): a peer that pipelines
-documents holds no more than either allows (issue 23, finding 1: a 3 MiB JSON list had grown logd by
+the process's budget and in its connection's own (:attr:`WireLimits.max_held`): a peer that pipelines
+documents holds no more than either allows (a 3 MiB JSON list had grown logd by
 215 MiB). A request that cannot be counted is refused ``unavailable``, naming the budget.
 """
 
@@ -27,12 +27,12 @@ from dataclasses import dataclass
 
 from retain.errors import InvalidDocument, LimitExceeded, LogdError, Unavailable
 
-__all__ = ["ByteBudget", "Budgets", "Limits", "StreamTimeouts", "TooLarge", "check_digits", "loaded_size",
+__all__ = ["ByteBudget", "Budgets", "WireLimits", "StreamTimeouts", "TooLarge", "check_digits", "loaded_size",
            "refuse_size"]
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class WireLimits:
     """Bounds on one document: its size in bytes, how deeply collections nest, how many digits an integer has.
 
     ``max_int_digits`` is checked before the digits are converted (Python's int() of a long digit string is
@@ -79,7 +79,7 @@ class StreamTimeouts:
 
 @dataclass(frozen=True, slots=True)
 class TooLarge:
-    """A document that outgrew :attr:`Limits.max_bytes` on its way in; its bytes were dropped.
+    """A document that outgrew :attr:`WireLimits.max_bytes` on its way in; its bytes were dropped.
 
     ``size`` is how many bytes had arrived when it was given up on: at least that many. ``overloaded``:
     it was given up on because a :class:`ByteBudget` was spent, not for its own size; ``spent`` names it.
@@ -90,7 +90,7 @@ class TooLarge:
     spent: str = "max_buffered_bytes"
 
 
-def refuse_size(document: TooLarge, limits: Limits) -> LogdError:
+def refuse_size(document: TooLarge, limits: WireLimits) -> LogdError:
     """The one refusal of a document too large to read (or dropped because the server's buffers were full)."""
     if document.overloaded:
         return Unavailable(f"the server's buffers are full ({document.spent} spent): a document of "
@@ -171,8 +171,8 @@ def loaded_size(value: object) -> int:
     return size
 
 
-def check_digits(text: str, limits: Limits) -> None:
-    """Refuse an integer's text with more digits than :attr:`Limits.max_int_digits`, before converting it.
+def check_digits(text: str, limits: WireLimits) -> None:
+    """Refuse an integer's text with more digits than :attr:`WireLimits.max_int_digits`, before converting it.
 
     Raises:
         LimitExceeded: naming the limit.

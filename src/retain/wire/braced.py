@@ -1,4 +1,4 @@
-"""The braced spelling seed 004 writes its documents in: flow braces around block content.
+"""The braced spelling of the retain request's documents (docs/logd-retain.md): flow braces around block content.
 
 Seed 004 writes a retain request and its answer as::
 
@@ -24,7 +24,7 @@ as there are ``{``, and between them block content, so no line ends in a comma (
 does is flow YAML, read as such). The loader reads a document of this shape as its block form
 first: block content inside braces is seldom valid flow YAML, and when it is (one entry),
 it means the same, except for slips that flow YAML would read as something else. :func:`brace` writes a
-document in that shape, as the seed prints answers.
+document in that shape, as docs/logd-retain.md prints answers.
 
 Example:
     >>> unbrace('{retain: {\\n  what: []\\n}}\\n')

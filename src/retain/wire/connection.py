@@ -17,7 +17,7 @@ too large or not YAML or JSON (answered in the format it seems to be in), a
 The connection goes on. A conversation may also push documents of its own through its
 :class:`Link`, and close it.
 
-Backpressure and timeouts (issue 13, finding 3; the numbers are :class:`~retain.wire.Limits`'
+Backpressure and timeouts (the numbers are :class:`~retain.wire.WireLimits`'
 and :class:`~retain.wire.StreamTimeouts`' defaults):
 
 - at most ``max_unanswered`` (64) requests are read ahead of the answers the peer has taken:
@@ -27,8 +27,7 @@ and :class:`~retain.wire.StreamTimeouts`' defaults):
   :class:`~retain.wire.ByteBudget`; past it the document is dropped and answered ``unavailable``;
 - a request read whole stays counted, at its length plus its loaded size, in that budget and in the
   connection's own (``max_held``, 64 MiB) until its answer is written, and an answer longer than a
-  chunk while it goes out; one that does not fit is answered ``unavailable``, naming the budget
-  (issue 23, finding 1);
+  chunk while it goes out; one that does not fit is answered ``unavailable``, naming the budget;
 - a document longer than ``inline_bytes`` (16 KiB) is loaded, and an answer weighing more is dumped, on
   :mod:`retain.wire.offload`'s pool, the connection waiting for it and every other going on; an
   answer goes out in chunks of 64 KiB, each drained before the next, so it costs its own peer's pace;
@@ -60,7 +59,7 @@ from typing import Any, Protocol
 
 from retain.errors import InvalidDocument, InvalidRequest, Unauthenticated, Unavailable
 from retain.wire.auth import Token, Tokens
-from retain.wire.bounds import Budgets, ByteBudget, Limits, StreamTimeouts, TooLarge
+from retain.wire.bounds import Budgets, ByteBudget, StreamTimeouts, TooLarge, WireLimits
 from retain.wire.documents import Format, answer_format
 from retain.wire.framing import END, Framer, frame
 from retain.wire.offload import Loaded, dump_answer, load_request
@@ -90,7 +89,7 @@ class Link:
     """
 
     def __init__(self, writer: asyncio.StreamWriter, token: Token | None = None,
-                 max_unsent: int = Limits().max_unsent, limits: Limits = Limits(),
+                 max_unsent: int = WireLimits().max_unsent, limits: WireLimits = WireLimits(),
                  budgets: Budgets | None = None) -> None:
         self.writer, self.max_unsent, self.limits, self.budgets = writer, max_unsent, limits, budgets
         self.token = token  # the token the connection presented; None on an open server
@@ -174,7 +173,7 @@ _Pending = tuple[Awaitable[Reply], Format, int]
 
 
 async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                           conversation: Callable[[Link], Conversation], limits: Limits,
+                           conversation: Callable[[Link], Conversation], limits: WireLimits,
                            tokens: Tokens | None = None, budget: ByteBudget | None = None,
                            timeouts: StreamTimeouts = StreamTimeouts()) -> None:
     """Serve one connection with a conversation of its own, until the peer leaves or the task is cancelled.
@@ -321,7 +320,7 @@ def _idle(window: _Window, link: Link, timeouts: StreamTimeouts, now: float) -> 
 _OPEN = object()  # an auth document accepted by an open server: no token to carry
 
 
-async def _load(document: bytes | TooLarge, limits: Limits, budgets: Budgets,
+async def _load(document: bytes | TooLarge, limits: WireLimits, budgets: Budgets,
                 held: int) -> tuple[Loaded | Exception, int]:
     """Load a request (off the loop when it is big) and count it, at its length plus its loaded size, in the
     budgets: (it or the failure that is its answer, the bytes it holds). ``held`` bytes are counted already."""

@@ -3,9 +3,9 @@
 A document whose text parses as JSON is JSON, with tags spelled ``{"!or": [...]}``
 (see :mod:`retain.wire.tags`); it is answered in JSON. Everything else is YAML (which may
 use the JSON spelling of a tag too), read safely by :mod:`retain.wire.loader`: registered
-tags only, no aliases, at most :attr:`Limits.max_bytes` long and :attr:`Limits.max_depth` deep.
+tags only, no aliases, at most :attr:`WireLimits.max_bytes` long and :attr:`WireLimits.max_depth` deep.
 
-A document in seed 004's braced shape -- ``{retain: {`` on the first line, block content,
+A document in the braced shape -- ``{retain: {`` on the first line, block content,
 ``}}`` on the last -- reads as the block document it stands for (:mod:`retain.wire.braced`),
 and as plain YAML only when that fails; :func:`dump_braced` writes answers in that shape.
 
@@ -22,7 +22,7 @@ from typing import Any, Literal
 import yaml
 
 from retain.errors import InvalidDocument
-from retain.wire.bounds import Limits, TooLarge, check_digits, refuse_size
+from retain.wire.bounds import TooLarge, WireLimits, check_digits, refuse_size
 from retain.wire.braced import brace, unbrace
 from retain.wire.dumpers import BracedDumper, Dumper
 from retain.wire.loader import NotYaml, check_depth, load_yaml
@@ -33,7 +33,7 @@ __all__ = ["Format", "answer_format", "dump", "dump_braced", "load", "receive", 
 Format = Literal["yaml", "json"]
 
 
-def load(data: bytes | str, limits: Limits = Limits()) -> tuple[Any, Format]:
+def load(data: bytes | str, limits: WireLimits = WireLimits()) -> tuple[Any, Format]:
     """Load one document and say which format it was in.
 
     Raises:
@@ -74,7 +74,7 @@ def load(data: bytes | str, limits: Limits = Limits()) -> tuple[Any, Format]:
     return from_plain(value), "yaml"
 
 
-def receive(document: bytes | TooLarge, limits: Limits) -> tuple[Any, Format]:
+def receive(document: bytes | TooLarge, limits: WireLimits) -> tuple[Any, Format]:
     """A document as a transport received it, loaded; one that outgrew ``limits`` on its way in is refused.
 
     Raises:
@@ -101,7 +101,7 @@ def dump(value: Any, fmt: Format) -> bytes:
 
 
 def dump_braced(value: Any) -> str:
-    """A YAML document in seed 004's braced shape: ``{result: {retain: {`` + block content + ``}}}``.
+    """A YAML document in the braced shape: ``{result: {retain: {`` + block content + ``}}}``.
 
     The maps that each hold one map are the braces; what they hold is written as a block, its
     innermost lists and maps in flow style (``- {path: jobs.*, deleted: 300}``), and strings that
@@ -139,7 +139,7 @@ def _refuse_constant(name: str) -> Any:
     raise InvalidDocument(f"{name} is not JSON: numbers are finite")
 
 
-def _json_int(digits: str, limits: Limits) -> int:
+def _json_int(digits: str, limits: WireLimits) -> int:
     check_digits(digits, limits)
     return int(digits)
 

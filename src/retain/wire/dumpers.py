@@ -2,13 +2,13 @@
 
 - :class:`Dumper`: block YAML for the wire (libyaml's emitter when present); strings as
   the emitter chooses.
-- :class:`BracedDumper`: the block content of seed 004's braced answers
+- :class:`BracedDumper`: the block content of the braced answers
   (:func:`~retain.wire.documents.dump_braced`), strings by :func:`represent_str`.
 - :class:`FlowDumper`: flow YAML for people (docd's rendered answers), strings by
   :func:`represent_str`.
 
 :func:`represent_str` writes a string plain only where a reader takes it back as that
-same string, in block or flow context, and in double quotes otherwise -- as seed 004
+same string, in block or flow context, and in double quotes otherwise -- as docs/logd-retain.md
 writes ``now: "2026-09-12T08:00:00Z"`` and ``message: "unsupported operation: ..."``.
 
 Every dumper quotes a string that a YAML 1.1 reader *or* a YAML 1.2 core-schema reader

@@ -1,7 +1,7 @@
 """HTTP: ``POST /`` with one document, answered in kind, served by uvicorn on a socket of its own.
 
 :func:`http_app` is the transport, parameterised by a handler: it reads the body (at
-most :attr:`~retain.wire.bounds.Limits.max_bytes`; more is answered 413), loads it --
+most :attr:`~retain.wire.bounds.WireLimits.max_bytes`; more is answered 413), loads it --
 JSON by ``Content-Type: application/json``, else YAML, JSON being read as JSON either
 way -- and awaits ``handler(request, fmt, headers)`` for the answer document. A failure
 is answered as on a stream (:func:`~retain.wire.requests.answer_failure`), with the
@@ -10,7 +10,7 @@ a stream is the handler's to refuse.
 
 :class:`HttpServer` binds the socket at :meth:`~HttpServer.start` and runs uvicorn on it
 until :meth:`~HttpServer.aclose`, over TLS when given a certificate and key. Its connections
-are bounded in time (:class:`HttpTimeouts`, finding 3): an idle keep-alive connection is
+are bounded in time (:class:`HttpTimeouts`): an idle keep-alive connection is
 closed after ``idle`` seconds (uvicorn's ``timeout_keep_alive``); a request whose headers
 are not complete ``headers`` seconds after its first byte is dropped (slowloris); a body
 still arriving ``body`` seconds after the headers is answered 408 and the connection closed.
@@ -40,7 +40,7 @@ from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from retain.errors import InvalidDocument, InvalidInput, Unavailable
-from retain.wire.bounds import ByteBudget, Limits, TooLarge
+from retain.wire.bounds import ByteBudget, TooLarge, WireLimits
 from retain.wire.documents import Format, dump
 from retain.wire.offload import dump_answer, load_request
 from retain.wire.requests import answer_failure
@@ -77,7 +77,7 @@ _MEDIA = {"json": "application/json", "yaml": "application/yaml"}
 HttpHandler = Callable[[Any, Format, Mapping[str, str]], Awaitable[dict[str, Any]]]
 
 
-def http_app(handler: HttpHandler, limits: Limits = Limits(), timeouts: HttpTimeouts = HttpTimeouts(),
+def http_app(handler: HttpHandler, limits: WireLimits = WireLimits(), timeouts: HttpTimeouts = HttpTimeouts(),
              budget: ByteBudget | None = None) -> Starlette:
     """The HTTP transport: ``POST /`` with one document, answered by ``handler``; bodies being read draw on
     ``budget`` (past it: 503 ``unavailable``)."""
@@ -132,7 +132,7 @@ async def _chunks(body: bytes) -> AsyncIterator[bytes]:
         yield body[start:start + _CHUNK]
 
 
-async def _body(request: Request, limits: Limits, budget: ByteBudget, held: list[int]) -> bytes | TooLarge:
+async def _body(request: Request, limits: WireLimits, budget: ByteBudget, held: list[int]) -> bytes | TooLarge:
     """The body, or a :class:`TooLarge` once it outgrows ``limits`` or ``budget`` (the rest is not read); the
     bytes it reserved from ``budget`` are added to ``held[0]``."""
     body = bytearray()

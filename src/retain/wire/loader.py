@@ -6,12 +6,12 @@
 - only ``!or``, ``!logd-key``, ``!logd-auto-id``, ``!raw`` and the core scalar and
   collection tags are accepted; any other tag is refused, naming it;
 - anchors and aliases are refused (no alias bomb can expand);
-- collections nest at most :attr:`~retain.wire.bounds.Limits.max_depth` deep;
+- collections nest at most :attr:`~retain.wire.bounds.WireLimits.max_depth` deep;
 - plain scalars resolve by the YAML 1.2 core schema: ``null ~`` and the empty scalar,
   ``true false`` (and their capitalised forms), decimal, ``0o`` and ``0x`` integers,
   decimal floats and ``.inf``/``.nan``; everything else -- ``yes``, ``on``, ``1:1:1``
   (YAML 1.1's sexagesimal, whose conversion was quadratic), timestamps -- is a string;
-- an integer has at most :attr:`~retain.wire.bounds.Limits.max_int_digits` digits, checked
+- an integer has at most :attr:`~retain.wire.bounds.WireLimits.max_int_digits` digits, checked
   before it is converted;
 - map keys are strings as written (``1: a`` has the key ``"1"``); a duplicate key is refused.
 
@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from retain.errors import InvalidDocument, LimitExceeded
-from retain.wire.bounds import Limits, check_digits
+from retain.wire.bounds import WireLimits, check_digits
 from retain.wire.tags import TAG_NAMES, Or, build
 
 __all__ = ["NotYaml", "check_depth", "load_yaml"]
@@ -60,16 +60,16 @@ def _resolve(text: str) -> str:
     return _CORE + "str"
 
 
-def _null(text: str, limits: Limits) -> None:
+def _null(text: str, limits: WireLimits) -> None:
     if text not in _NULLS:
         raise ValueError(text)
 
 
-def _bool(text: str, limits: Limits) -> bool:
+def _bool(text: str, limits: WireLimits) -> bool:
     return _BOOLS[text]
 
 
-def _int(text: str, limits: Limits) -> int:
+def _int(text: str, limits: WireLimits) -> int:
     if not _INT.fullmatch(text):
         raise ValueError(text)
     if text.startswith(("0o", "0x")):
@@ -79,7 +79,7 @@ def _int(text: str, limits: Limits) -> int:
     return int(text)
 
 
-def _float(text: str, limits: Limits) -> float:
+def _float(text: str, limits: WireLimits) -> float:
     if text in _SPECIAL_FLOATS:
         return _SPECIAL_FLOATS[text]
     if not _FLOAT.fullmatch(text):
@@ -87,7 +87,7 @@ def _float(text: str, limits: Limits) -> float:
     return float(text)
 
 
-_SCALARS: dict[str, Callable[[str, Limits], Any]] = {
+_SCALARS: dict[str, Callable[[str, WireLimits], Any]] = {
     _CORE + "null": _null,
     _CORE + "bool": _bool,
     _CORE + "int": _int,
@@ -115,7 +115,7 @@ def check_depth(value: Any, limit: int) -> None:
 _KEY = object()  # a map waiting for its next key
 
 
-def load_yaml(text: str, limits: Limits, line_shift: int = 0) -> Any:
+def load_yaml(text: str, limits: WireLimits, line_shift: int = 0) -> Any:
     """Build the value from parser events: no recursion, no aliases, registered tags only.
 
     ``line_shift``: how many lines the text was moved down from the one the sender wrote (errors name theirs).
@@ -176,7 +176,7 @@ def _shown(tag: str) -> str:
     return tag.replace(_CORE, "!!")
 
 
-def _scalar(event: yaml.ScalarEvent, limits: Limits) -> Any:
+def _scalar(event: yaml.ScalarEvent, limits: WireLimits) -> Any:
     tag, text = event.tag, event.value
     if tag in TAG_NAMES:
         try:

@@ -1,8 +1,8 @@
 """Loading and dumping documents off the event loop once they pass a small size, on a small pool.
 
 One loop serves every connection of a server, so a document loaded or dumped on it stalls them all
-(issue 23, finding 1: a 3 MiB JSON list held every other client 9 s; the 1.6 MB answer to a 21-byte
-``get`` held them 6-8 s). A request longer than :attr:`~retain.wire.bounds.Limits.inline_bytes` is
+(a 3 MiB JSON list held every other client 9 s; the 1.6 MB answer to a 21-byte
+``get`` held them 6-8 s). A request longer than :attr:`~retain.wire.bounds.WireLimits.inline_bytes` is
 loaded, and an answer weighing more is dumped, on one of :data:`WORKERS` threads shared by the
 process: the loop only moves bytes, and a big document costs its own client the wait. Small ones
 (nearly all) stay on the loop, where a thread hop would cost more than the work.
@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from retain.wire.bounds import Limits, TooLarge, loaded_size
+from retain.wire.bounds import TooLarge, WireLimits, loaded_size
 from retain.wire.documents import Format, dump, receive
 
 __all__ = ["WORKERS", "Loaded", "dump_answer", "load_request", "weighs_more"]
@@ -44,7 +44,7 @@ class Loaded:
     size: int
 
 
-def _load(document: bytes | TooLarge, limits: Limits) -> Loaded:
+def _load(document: bytes | TooLarge, limits: WireLimits) -> Loaded:
     """Load a received document and weigh it (on whatever thread calls it).
 
     Raises:
@@ -54,7 +54,7 @@ def _load(document: bytes | TooLarge, limits: Limits) -> Loaded:
     return Loaded(value, fmt, loaded_size(value))
 
 
-async def load_request(document: bytes | TooLarge, limits: Limits) -> Loaded:
+async def load_request(document: bytes | TooLarge, limits: WireLimits) -> Loaded:
     """Load a received document and weigh it, on the pool when it is longer than ``limits.inline_bytes``.
 
     Raises:
@@ -65,7 +65,7 @@ async def load_request(document: bytes | TooLarge, limits: Limits) -> Loaded:
     return await _run(_load, document, limits)
 
 
-async def dump_answer(document: dict[str, Any], fmt: Format, limits: Limits) -> bytes:
+async def dump_answer(document: dict[str, Any], fmt: Format, limits: WireLimits) -> bytes:
     """:func:`~retain.wire.documents.dump`, on the pool when the answer weighs more than ``limits.inline_bytes``."""
     if not weighs_more(document, limits.inline_bytes):
         return dump(document, fmt)

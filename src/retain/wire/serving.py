@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from retain.errors import InvalidInput
 from retain.wire.auth import Tokens, refuse_open
-from retain.wire.bounds import ByteBudget, Limits, StreamTimeouts
+from retain.wire.bounds import ByteBudget, StreamTimeouts, WireLimits
 from retain.wire.connection import Conversation, Link, serve_connection
 from retain.wire.sockets import DEFAULT_SOCKET_MODE, HostPort, StreamSockets
 
@@ -36,7 +36,7 @@ class StreamServer:
     """
 
     def __init__(self, conversation: Callable[[Link], Conversation], *, listen: HostPort | None = None,
-                 socket_path: str | None = None, limits: Limits = Limits(), tokens: Tokens | None = None,
+                 socket_path: str | None = None, limits: WireLimits = WireLimits(), tokens: Tokens | None = None,
                  insecure: bool = False, socket_mode: int = DEFAULT_SOCKET_MODE, budget: ByteBudget | None = None,
                  timeouts: StreamTimeouts = StreamTimeouts(), tls: ssl.SSLContext | None = None) -> None:
         if listen is None and socket_path is None:

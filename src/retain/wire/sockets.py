@@ -1,6 +1,6 @@
 """A stream server's listening sockets (TCP and/or Unix) and its open connections: bound together, closed together.
 
-A Unix socket is made safe to put where others can see it (finding 7):
+A Unix socket is made safe to put where others can see it:
 
 - it is created with mode ``socket_mode`` (0600 by default: the owner only), whatever the
   umask: it is bound in a private directory (0700) beside the path, chmod-ed, then renamed

@@ -1,11 +1,11 @@
-"""Bounded work: a request larger than the settings' limits is refused before it runs (issue 13, finding 2).
+"""Bounded work: a request larger than the settings' limits is refused before it runs.
 
 One pass over the request's shape, no store I/O: the number of ops in a patch
 (``limits.patchOps``), of rules in a retain (``limits.retainRules``), and the length of every
 path it names (``limits.pathLength``) -- a get's, a list's, a watch's, each op's, each
 precondition's, each rule's. The refusal is :class:`~retain.errors.LimitExceeded`
 (``limit_exceeded``) naming the limit and its value. The document's own bounds (size, depth,
-integer digits) are the wire's (:class:`~retain.wire.Limits`).
+integer digits) are the wire's (:class:`~retain.wire.WireLimits`).
 """
 
 from __future__ import annotations

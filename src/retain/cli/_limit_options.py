@@ -1,7 +1,7 @@
 """``--limit NAME=VALUE`` for ``retain logd serve``: every bound of docs/logd.md's tables, by one name each.
 
 The bounds live in three places -- the store's :class:`~retain.logd.settings.Settings` (what one request may
-ask), the wire's :class:`~retain.wire.Limits` (one document, one connection) and the two transports' timeouts
+ask), the wire's :class:`~retain.wire.WireLimits` (one document, one connection) and the two transports' timeouts
 -- and each has a documented default; an operator changes one without learning which object holds it.
 """
 
