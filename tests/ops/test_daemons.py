@@ -130,8 +130,9 @@ class TestStreamsRun:
                      child=daemon.process)
             shutil.rmtree(tmp_path / "archive")
             (tmp_path / "archive").write_text("not a directory")
+            # The next status read (every 5 s) finds it; on a loaded machine that read itself may take long.
             wait_for(lambda: sample(daemon.metrics(), "retain_archive_up") == 0, "retain_archive_up 0",
-                     child=daemon.process)
+                     timeout=60, child=daemon.process)
             assert sample(daemon.metrics(), "retain_redis_up") == 1
 
     def test_the_metrics_every_exporter_has(self, tmp_path, redis_server):
