@@ -759,6 +759,13 @@ class Archive:
         ``delta.deletedFileRetentionDuration`` has passed since their removal, and
         files no commit ever listed once :data:`ORPHAN_RETENTION` has passed since
         they were written (a fold writing one now is never robbed of it).
+
+        Two passes: a vacuum given a retention in hours applies it to removed
+        files too, so one full vacuum kept every file a compaction replaced for
+        the hour the orphans wait (295 replaced files of a soak stayed on disk
+        after the maintenance that could remove them). The first pass reads the
+        removals and takes the table's retention (in seconds, as maintenance sets
+        it); the second lists the store for the orphans.
         """
         self.check_writable()
         hours = int(ORPHAN_RETENTION.total_seconds() // 3600)
@@ -766,10 +773,12 @@ class Archive:
             if not self._try_open():
                 return []
             assert self._table is not None  # opened afresh: its tombstones are the checkpoint's, not expired ones
-            removed = self._table.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False,
+            removed = self._table.vacuum(retention_hours=None, dry_run=dry_run, enforce_retention_duration=False,
+                                         post_commithook_properties=_HOOKS)
+            orphans = self._table.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False,
                                          full=True, post_commithook_properties=_HOOKS)
             self._refresh()
-            return list(removed)
+            return sorted(set(removed) | set(orphans))
 
     def log_size(self) -> tuple[int, int]:
         """How many objects the table's log holds, and their bytes (a listing: for reports, not reads)."""
