@@ -76,8 +76,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_EVERY = timedelta(minutes=5)
 DEFAULT_TARGET_FILE_ENTRIES = 1_000_000
-#: a table's checkpoint interval when its properties name none (Delta's default)
+#: a table's checkpoint interval when its properties name none (delta-rs's default)
 DEFAULT_CHECKPOINT_INTERVAL = 100
+#: a fold compacts its stream every this many checkpoint intervals (every 100 commits at retain's 10)
+COMPACT_EVERY_CHECKPOINTS = 10
+#: the largest file a fold's own compaction makes: a file of half of it or more is never rewritten by a fold
+#: again (the driver's maintenance merges those into files of target_file_entries)
+FOLD_COMPACTION_ENTRIES = 100_000
 
 
 def _empty() -> Mapping[str, timedelta]:
@@ -302,26 +307,28 @@ def checkpoint_interval(archive: Archive) -> int:
 
 
 def compact_on_interval(archive: Archive, stream: Stream, versions: Sequence[int]) -> StreamMaintenance | None:
-    """After a fold's commits (``versions``): when one is the commit that reaches the table's checkpoint
-    interval (the commit delta-rs checkpoints after), compact ``stream``'s small files as maintenance does.
+    """After a fold's commits (``versions``): when one reaches every :data:`COMPACT_EVERY_CHECKPOINTS`-th
+    checkpoint interval (a commit delta-rs checkpoints after), compact ``stream``'s small files into files
+    of at most :data:`FOLD_COMPACTION_ENTRIES` and clean the log, as maintenance does.
 
     A table written by scripts alone (``fold``, ``fold_then_trim``, ``retain archive fold``) has no driver
     to maintain it: each fold adds a file, and delta-rs's work per commit grows with the files the table
-    lists (2,000 folds of 10 entries: the last folds took 2.3x the first). Compacting every interval keeps
-    the files, and the cost of a fold, flat; the replaced files stay in the store until a vacuum
+    lists. Compacting every few checkpoints keeps the files few (21 rather than 2,000 after 2,000 folds);
+    files of half the fold's target are left alone, so a fold never rewrites more than that. The replaced
+    files stay in the store until a vacuum
     (``retain archive maintain``). The fold's commits are in whatever happens here: a rival maintainer
     rewriting the stream first is no error, and a store failing is logged and left to the next interval.
     None: no commit reached the interval, or the compaction failed.
     """
     if not versions:
         return None
-    interval = checkpoint_interval(archive)
-    if not any((version + 1) % interval == 0 for version in versions):
+    every = checkpoint_interval(archive) * COMPACT_EVERY_CHECKPOINTS
+    if not any((version + 1) % every == 0 for version in versions):
         return None
     key = key_of(stream)
     try:
         state = archive.state(stream)
-        done = StreamMaintenance(key, **_compact(archive, state, state.files, DEFAULT_TARGET_FILE_ENTRIES, False))
+        done = StreamMaintenance(key, **_compact(archive, state, state.files, FOLD_COMPACTION_ENTRIES, False))
     except ArchiveConflict as conflict:
         done = StreamMaintenance(key, conflict=conflict)
     try:

@@ -80,7 +80,7 @@ from retain.streams.keys import Stream, key_of
 __all__ = ["DEFAULT_LOG_RETENTION", "DEFAULT_VACUUM_RETENTION", "ORPHAN_RETENTION", "REOPEN_EVERY", "TABLE_PROPERTIES",
            "Advance", "Archive", "ArchivedFile", "Fence", "Rewrite", "StreamState", "delta_interval"]
 
-#: commits after which the shared DeltaTable is opened afresh (delta-rs checkpoints every 100 too)
+#: commits after which the shared DeltaTable is opened afresh
 REOPEN_EVERY = 100
 #: how long the log keeps a commit, and a removed file is kept, unless maintenance is configured otherwise
 DEFAULT_LOG_RETENTION = timedelta(minutes=5)
@@ -97,7 +97,10 @@ def delta_interval(duration: timedelta) -> str:
 
 #: the table's properties when retain creates it; maintenance sets the retentions it is configured with
 TABLE_PROPERTIES = {
-    "delta.checkpointInterval": "100",
+    # A checkpoint every 10 commits (Delta Lake's own default; delta-rs's is 100): delta-rs's work per commit
+    # grows with the commits since the last checkpoint, and at 100 a 10-entry fold went from 12 to 29 ms
+    # between two checkpoints (6-8 ms throughout at 10, measured over 1,000 folds).
+    "delta.checkpointInterval": "10",
     "delta.logRetentionDuration": delta_interval(DEFAULT_LOG_RETENTION),
     "delta.deletedFileRetentionDuration": delta_interval(DEFAULT_VACUUM_RETENTION),
     # Commits never clean the log up themselves: maintenance does, on its own cadence.
@@ -107,7 +110,7 @@ TABLE_PROPERTIES = {
     "delta.checkpoint.writeStatsAsJson": "false",
     "delta.checkpoint.writeStatsAsStruct": "true",
 }
-#: every commit still writes a checkpoint each 100 versions (so opening the table stays cheap), and cleans nothing
+#: every commit still writes a checkpoint at the interval (so opening the table stays cheap), and cleans nothing
 _HOOKS = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
 
 
