@@ -69,8 +69,9 @@ from retain.ids import epoch_ms
 from retain.streams.keys import RawKey, Stream, key_of
 from retain.windows import require_aware
 
-__all__ = ["MaintenanceReport", "MaintenanceSettings", "StreamMaintenance", "maintain", "plan_compaction",
-           "plan_expiry", "preview_maintenance", "release_memory", "vacuum_replaced", "checkpoint_interval", "compact_on_interval"]
+__all__ = ["MaintenanceReport", "MaintenanceSettings", "StreamMaintenance", "checkpoint_interval",
+           "compact_on_interval", "maintain", "plan_compaction", "plan_expiry", "preview_maintenance",
+           "release_memory", "vacuum_replaced"]
 
 log = logging.getLogger(__name__)
 
@@ -315,10 +316,9 @@ def compact_on_interval(archive: Archive, stream: Stream, versions: Sequence[int
     to maintain it: each fold adds a file, and delta-rs's work per commit grows with the files the table
     lists. Compacting every few checkpoints keeps the files few (21 rather than 2,000 after 2,000 folds);
     files of half the fold's target are left alone, so a fold never rewrites more than that. The replaced
-    files stay in the store until a vacuum
-    (``retain archive maintain``). The fold's commits are in whatever happens here: a rival maintainer
-    rewriting the stream first is no error, and a store failing is logged and left to the next interval.
-    None: no commit reached the interval, or the compaction failed.
+    files stay in the store until a vacuum (``retain archive maintain``). The fold's commits are in
+    whatever happens here: a rival maintainer rewriting the stream first is no error, and a store failing
+    is logged and left to the next time. None: no commit reached it, or the store failed.
     """
     if not versions:
         return None
@@ -327,17 +327,17 @@ def compact_on_interval(archive: Archive, stream: Stream, versions: Sequence[int
         return None
     key = key_of(stream)
     try:
-        state = archive.state(stream)
-        done = StreamMaintenance(key, **_compact(archive, state, state.files, FOLD_COMPACTION_ENTRIES, False))
-    except ArchiveConflict as conflict:
-        done = StreamMaintenance(key, conflict=conflict)
-    try:
+        try:
+            state = archive.state(stream)
+            done = StreamMaintenance(key, **_compact(archive, state, state.files, FOLD_COMPACTION_ENTRIES, False))
+        except ArchiveConflict as conflict:
+            done = StreamMaintenance(key, conflict=conflict)
         archive.clean_log()
-        return done
     except ArchiveError as error:
-        log.warning("the small files of %s were not compacted at the checkpoint interval (the next one "
-                    "tries again): %s", key, error)
+        log.warning("the small files of %s were not compacted, or the log not cleaned, after its fold (the "
+                    "fold went through; the next interval tries again): %s", key, error)
         return None
+    return done
 
 
 def _expire(archive: Archive, state: StreamState, cutoff: int,
