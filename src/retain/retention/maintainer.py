@@ -106,10 +106,13 @@ class Maintainer:
 
     def check(self, now: datetime | None = None, *, wait: bool = False) -> MaintenanceReport | None:
         """One look at ``now`` (the clock's by default): renew or take the lease, and start a maintenance
-        when it is due and none runs. With ``wait``, wait for it and return its report."""
+        when it is due and none runs. With ``wait``, wait for it (after a vacuum still running, when it is due)
+        and return its report."""
         now = now if now is not None else self.clock()
         if self.lease is not None:
             self.holding = self._hold()
+        if wait and self.holding and self._due(now):
+            self._slot.wait(STOP_WAIT)  # a vacuum of replaced files still running: the maintenance comes after it
         if not self.holding or self._slot.busy:
             return None
         if not self._due(now):
