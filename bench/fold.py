@@ -180,7 +180,8 @@ def main() -> None:
     median = {name: statistics.median(times) for name, times in results.items()}
     rate = {name: ENTRIES / seconds for name, seconds in median.items()}
     ratio = rate["fold"] / rate["raw"]
-    labels = {"limit": "limit: bytes, one socket", "raw": "raw XRANGE loop", "fold": "fold -> local dir", "fold_memory": "fold -> memory://",
+    labels = {"limit": "limit: bytes, one socket", "raw": "raw XRANGE loop", "fold": "fold -> local dir",
+              "fold_memory": "fold -> memory://",
               "no_gc_pause": "  ...without GC pause", "no_prefetch": "  ...without prefetch",
               "no_encoder": "  ...without encoder", "no_speed_work": "  ...without all three"}
     print(f"{'side':<24} {'seconds':>8} {'entries/s':>12} {'ratio':>7}   ({ENTRIES} entries, COUNT {COUNT}, "
