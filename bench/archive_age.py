@@ -30,7 +30,12 @@ Figures (JSON keys):
   copy, alternating: the growth with the machine's drift left out;
 - ``log_bytes``: the table's log after the last maintenance (target <= 1 MiB);
 - ``live_read_ratio``: merge-read entries/s of the LIVE live entries / raw
-  XRANGE entries/s, with WARM folds behind them (target >= 0.8).
+  XRANGE entries/s, with WARM folds behind them (target >= 0.8);
+- ``fold_cost_growth_unmaintained``: median of the last 50 / of the first 50
+  of the WARM direct folds (2,000 by default), no maintenance: what a script
+  or a cron running ``retain archive fold`` meets (target <= 1.5);
+- ``rss_growth_after_maintenance``: the process's RSS after the third
+  maintenance / after the first (target <= 1.1).
 
 Run: python3 dev.py bench archive_age   (or bench/archive_age.py --warm 200 --folds 1000 for a quick look)
 """
@@ -40,6 +45,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -81,6 +87,12 @@ def append(conn, key: str, count: int) -> None:
     for index in range(count):
         pipe.xadd(key, {"player": f"p{index % 97}", "game": "codemojex", "n": str(index), "score": "12.5"})
     pipe.execute()
+
+
+def rss_bytes() -> int:
+    """The process's resident set now (not its peak)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def timed(function: Callable[[], object]) -> float:
@@ -162,6 +174,7 @@ def main() -> None:
 
         # Folds with maintenance on, within the budget.
         maintenances: list[float] = []
+        rss: list[int] = []
         started = time.monotonic()
         done = 0
         while done < args.folds and time.monotonic() - started < args.budget:
@@ -169,8 +182,11 @@ def main() -> None:
             done += 1
             if done % args.maintain_every == 0:
                 maintenances.append(timed(lambda: maintain(archive, settings, now=utc_now())))
+                rss.append(rss_bytes())
         maintained_seconds = time.monotonic() - started
         maintenances.append(timed(lambda: maintain(archive, settings, now=utc_now())))
+        rss.append(rss_bytes())
+        assert len(rss) >= 3, "fewer than 3 maintenances: raise --folds or --budget, or lower --maintain-every"
         objects, log_bytes = archive.log_size()
         state = archive.state(stream)
         assert state.entries == (args.warm + done) * FOLD_ENTRIES + args.live
@@ -187,6 +203,8 @@ def main() -> None:
 
     first, last = statistics.median(fold_times[:100]), statistics.median(fold_times[-100:])
     growth = last / first
+    unmaintained = statistics.median(fold_times[args.warm - 50:args.warm]) / statistics.median(fold_times[:50])
+    rss_growth = rss[2] / rss[0]
     print(f"{done} more folds in {maintained_seconds:.1f} s with maintenance every {args.maintain_every} "
           f"(median {statistics.median(maintenances):.2f} s, {len(maintenances)} runs): {len(state.files)} files, "
           f"log {objects} objects, {log_bytes} bytes after the last")
@@ -195,7 +213,11 @@ def main() -> None:
     print(f"{'':<34} {'early':>9} {'late':>9} {'growth':>7}")
     for label, early, late in rows:
         print(f"{label:<34} {early * 1e3:7.2f}ms {late * 1e3:7.2f}ms {late / early:7.3f}")
+    print(f"RSS after each maintenance: {', '.join(f'{value / 2**20:.0f}' for value in rss)} MiB")
     print(json.dumps({"bench": "archive_age", "fold_cost_growth": round(growth, 4),
+                      "fold_cost_growth_unmaintained": round(unmaintained, 4),
+                      "rss_growth_after_maintenance": round(rss_growth, 4),
+                      "rss_mib_after_maintenances": [round(value / 2**20, 1) for value in rss],
                       "first_entry_ms_growth": round(late_first / early_first, 4), "log_bytes": log_bytes,
                       "live_read_ratio": round(live_read_ratio, 4),
                       "fresh_fold_cost_growth": round(late_fresh / early_fresh, 4),

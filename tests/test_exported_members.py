@@ -100,7 +100,7 @@ def test_archive():
         "MigrationReport", "StreamId", "StreamMaintenance", "StreamState", "UnarchivableEntry", "catch_up", "fold",
         "fold_boundary", "fold_then_trim", "fold_then_trim_all", "maintain", "migrate", "plan_compaction",
         "plan_expiry", "plan_fold_trim", "preview_maintenance", "query", "read", "read_arrow", "trim_past",
-        "read_log", "relayout", "RelayoutReport",
+        "read_log", "relayout", "RelayoutReport", "vacuum_replaced",
     ])
 
 

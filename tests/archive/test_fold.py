@@ -237,3 +237,37 @@ class TestFoldThenTrim:
         """A malformed window or stream is refused before any I/O."""
         with pytest.raises(InvalidWindow):
             fold_then_trim(redis_conn, StreamRef("g", "s"), Archive("memory://"), "10")  # type: ignore[arg-type]
+
+
+class TestFlatCostWhoeverWrites:
+    """Direct folds checkpoint and compact at the table's checkpoint interval, with no driver to maintain it."""
+
+    @staticmethod
+    def every_four(conn, stream, tmp_path) -> Archive:
+        archive = Archive(str(tmp_path / "scripts"))
+        conn.xadd(stream.key, {"a": "0"})
+        fold(conn, stream, archive)  # the table exists (version 0)
+        archive.set_properties({"delta.checkpointInterval": "4"})  # version 1
+        return archive
+
+    def test_direct_folds_checkpoint_at_the_interval(self, redis_conn, stream, tmp_path):
+        """A table written by 2 x interval direct folds has checkpoints and a _last_checkpoint at the interval."""
+        archive = self.every_four(redis_conn, stream, tmp_path)
+        for index in range(8):
+            redis_conn.xadd(stream.key, {"a": str(index)})
+            fold(redis_conn, stream, archive)
+        log = tmp_path / "scripts" / "_delta_log"
+        checkpoints = sorted(path.name for path in log.glob("*.checkpoint.parquet"))
+        assert checkpoints and (log / "_last_checkpoint").exists()
+        assert all((int(name.split(".")[0]) + 1) % 4 == 0 for name in checkpoints)
+
+    def test_fold_then_trim_compacts_every_tenth_checkpoint(self, redis_conn, stream, tmp_path):
+        """fold_then_trim's small files are compacted at every tenth checkpoint interval: the files stay few,
+        and the merge-read whole."""
+        archive = self.every_four(redis_conn, stream, tmp_path)
+        appended = [str(archive.watermark(stream)).encode()]
+        for index in range(82):
+            appended += [redis_conn.xadd(stream.key, {"a": str(index), "b": ""}) for _ in range(3)]
+            fold_then_trim(redis_conn, stream, archive, MaxLen(1))
+        assert len(archive.state(stream).files) < 10 and archive.state(stream).rewrites == 2  # 82 without
+        assert [entry_id for entry_id, _ in read(redis_conn, stream, archive)] == appended

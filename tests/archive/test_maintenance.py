@@ -22,6 +22,7 @@ from retain.archive import (
     plan_expiry,
     preview_maintenance,
     read,
+    vacuum_replaced,
 )
 from retain.errors import ArchiveConflict, ArchiveNeedsMigration, InvalidArchive, InvalidWindow
 from tests.helpers.archive import archived_ids, table_of
@@ -285,3 +286,23 @@ class TestTheLog:
         """Expiry counts ages from ``now``: a naive one is refused."""
         with pytest.raises(InvalidWindow):
             maintain(archive, QUICK, now=datetime(2026, 9, 12))
+
+
+class TestVacuumOfReplacedFiles:
+    def test_replaced_files_leave_the_store_once_the_retention_passed(self, redis_conn, tmp_path, stream, append):
+        """The files a compaction replaced are removed from disk by the vacuum once vacuum_retention has passed
+        (not the orphans' hour later); a merge-read stays exact before and after."""
+        archive = Archive(str(tmp_path / "replaced"))
+        appended = fold_in_steps(redis_conn, stream, archive, append, steps=6, size=20)
+        before = {file.path for file in archive.state(stream).files}
+        assert maintain(archive, QUICK, now=datetime.now(timezone.utc)).replaced
+        assert ids_of(read(redis_conn, stream, archive)) == appended
+        assert all(archive.location.exists(path) for path in before)  # younger than the retention: kept
+
+        def replaced_gone() -> bool:
+            vacuum_replaced(archive)
+            return not any(archive.location.exists(path) for path in before)
+
+        wait_for(replaced_gone, "the replaced files to be vacuumed", interval=0.2)
+        assert ids_of(read(redis_conn, stream, Archive(str(tmp_path / "replaced")))) == appended
+        assert [file.count for file in archive.state(stream).files] == [120]

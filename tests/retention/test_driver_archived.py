@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import logging
 import threading
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -535,6 +536,35 @@ class TestMaintenance:
         now[0] = datetime.fromtimestamp(ms_of(appended[-1])[0] / 1000, UTC) + timedelta(days=2)
         report = driver.maintain()
         assert report is not None and report.streams[0].expired == 50 and archive.state(stream).entries == 0
+
+    def test_replaced_files_vacuumed_once_the_retention_passed(self, redis_conn, tmp_path):
+        """After a maintenance that compacted, the maintainer's first look once vacuum_retention has passed
+        vacuums the files it replaced: they leave the store then, not one cadence later; the read stays whole."""
+        archive, stream = local(tmp_path), fresh()
+        start = datetime.now(timezone.utc)
+        now = [start]
+        settings = MaintenanceSettings(every=timedelta(minutes=10), log_retention=timedelta(seconds=1),
+                                       vacuum_retention=timedelta(seconds=1))
+        driver = RetentionDriver(redis_conn, [StreamPolicy(stream, MaxLen(0, approx=False), archive=True)],
+                                 archive=archive, maintenance=settings, clock=lambda: now[0])
+        assert driver.maintainer is not None
+        appended: list[bytes] = []
+        for _ in range(4):
+            appended += append(redis_conn, stream.key, 10)
+            assert driver.sweep().ok
+        replaced = [file.path for file in archive.state(stream).files]
+        driver.maintainer.check(now[0], wait=True)  # the first look starts the cadence
+        now[0] = start + timedelta(minutes=10)
+        compacted_at = time.monotonic()
+        report = driver.maintainer.check(now[0], wait=True)
+        assert report is not None and report.replaced
+        assert all(archive.location.exists(path) for path in replaced)  # younger than the retention
+        now[0] += timedelta(seconds=1)
+        wait_for(lambda: time.monotonic() - compacted_at > 1.5, "the table's vacuum_retention to pass")
+        assert driver.maintainer.check(now[0]) is None  # not a maintenance: the vacuum of what it replaced
+        wait_for(lambda: not driver.maintainer.busy, "the vacuum to end")
+        assert not any(archive.location.exists(path) for path in replaced)
+        assert [entry_id for entry_id, _ in read(redis_conn, stream, archive)] == appended
 
     def test_defaults_and_refusals(self, redis_conn, tmp_path):
         """An archived policy is maintained with the archive's defaults unless told otherwise; a maintenance

@@ -54,6 +54,7 @@ from retain.archive.maintenance import (
     plan_compaction,
     plan_expiry,
     preview_maintenance,
+    vacuum_replaced,
 )
 from retain.archive.migrate import MigrationReport, migrate
 from retain.archive.plan import FoldTrimPlan, plan_fold_trim, trim_past
@@ -132,5 +133,6 @@ __all__ = [
     "read_log",
     "relayout",
     "trim_past",
+    "vacuum_replaced",
     "verify",
 ]

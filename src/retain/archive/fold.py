@@ -32,6 +32,7 @@ from retain._fields import Where
 from retain._redis import translate_errors
 from retain.archive._pipeline import Workers, raw_reader, read_file
 from retain.archive.gap import LiveInfo, gap, live_info, mark_trimmed, next_ordinal
+from retain.archive.maintenance import compact_on_interval
 from retain.archive.plan import plan_fold_trim
 from retain.archive.table import Advance, Archive
 from retain.clock import utc_now
@@ -192,6 +193,8 @@ class _Folder:
         self.boundary, self.count, self.segment_entries = boundary, count, segment_entries
         self.progress = progress
         self.entries = self.files = self.races = self.left = 0
+        #: the table's version after each of this call's commits
+        self.versions: list[int] = []
 
     def _tell(self, kind: str, watermark: StreamId | None, pending: int = 0) -> None:
         if self.progress is not None:
@@ -223,7 +226,8 @@ class _Folder:
                 later = live_info(self.conn, self.key)  # an XDEL during the reads leaves the ordinal unknown
                 after = next_ordinal(info, later, watermark, ordinal, encoded.count)
                 try:
-                    self.archive.commit([Advance(self.key, watermark, encoded.last, (stored,), after)])
+                    self.versions.append(self.archive.commit([Advance(self.key, watermark, encoded.last, (stored,),
+                                                                      after)]))
                 except ArchiveConflict:
                     # The fence: a rival owns this step of W. Take its W and go on from it.
                     self.races += 1
@@ -236,6 +240,7 @@ class _Folder:
                 self._tell("commit", watermark)
                 if exhausted:
                     break
+        compact_on_interval(self.archive, self.stream, self.versions)
         return FoldResult(self.key, self.entries, self.files, watermark, self.archive.version, self.races,
                           self.left)
 

@@ -7,7 +7,10 @@ it would leave every stream untrimmed that long. :class:`Maintainer` looks
 every ``period`` whether maintenance is due (``every`` since the last, the
 first one period after it started), and runs it on a worker thread of its own,
 through an :class:`~retain.archive.Archive` of its own, so that a fold never
-waits for its lock either.
+waits for its lock either. A maintenance that replaced files (a compaction, an
+expiry) is followed, ``vacuum_retention`` later, by a vacuum of them alone:
+the files no reader's snapshot can still need leave the store then, not one
+cadence later (:func:`retain.archive.vacuum_replaced`).
 
 With replicas, one of them maintains: the maintainer holds a lease of its own
 (``SET NX PX``, renewed by ``GETEX`` at each look, also while maintenance
@@ -61,6 +64,8 @@ class Maintainer:
         self._slot: JobSlot[MaintenanceReport | None] = JobSlot("retention-maintenance")
         self._started_at: datetime | None = None
         self._maintained_at: datetime | None = None
+        #: when the files the last maintenance replaced can go (None: it replaced none, or they went)
+        self._vacuum_at: datetime | None = None
         self._lock = threading.Lock()
         self._done: MaintenanceReport | None = None
         self.holding = lease is None
@@ -101,11 +106,19 @@ class Maintainer:
 
     def check(self, now: datetime | None = None, *, wait: bool = False) -> MaintenanceReport | None:
         """One look at ``now`` (the clock's by default): renew or take the lease, and start a maintenance
-        when it is due and none runs. With ``wait``, wait for it and return its report."""
+        when it is due and none runs. With ``wait``, wait for it (after a vacuum still running, when it is due)
+        and return its report."""
         now = now if now is not None else self.clock()
         if self.lease is not None:
             self.holding = self._hold()
-        if not self.holding or self._slot.busy or not self._due(now):
+        if wait and self.holding and self._due(now):
+            self._slot.wait(STOP_WAIT)  # a vacuum of replaced files still running: the maintenance comes after it
+        if not self.holding or self._slot.busy:
+            return None
+        if not self._due(now):
+            if self._vacuum_at is not None and now >= self._vacuum_at:
+                self._vacuum_at = None
+                self._slot.start(lambda cancelled: self._vacuum())
             return None
         self._maintained_at = now
         job: Future[MaintenanceReport | None] = self._slot.start(lambda cancelled: self._maintain(now))
@@ -136,9 +149,23 @@ class Maintainer:
                         error)
             return None
         log.info("%s (%.1f s, beside the beats)", report.summary(), time.monotonic() - started)
+        if report.replaced:
+            self._vacuum_at = now + self.settings.vacuum_retention
         with self._lock:
             self._done = report
         return report
+
+    def _vacuum(self) -> None:
+        """The files the last maintenance replaced, vacuumed once no snapshot can need them."""
+        from retain.archive import vacuum_replaced
+
+        try:
+            removed = vacuum_replaced(self.archive)
+        except RetainError as error:
+            log.warning("the files the last maintenance replaced were not vacuumed (the next maintenance "
+                        "does): %s", error)
+            return
+        log.info("vacuumed %d files the last maintenance replaced", removed)
 
     def _hold(self) -> bool:
         """Renew the maintenance lease, or take it when it is free; whether this replica holds it now."""
