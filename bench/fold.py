@@ -34,7 +34,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import hiredis
 
@@ -52,7 +52,7 @@ SEGMENT_ENTRIES = 100_000
 
 def fill(conn, stream: StreamRef) -> None:
     pipe = conn.pipeline(transaction=False)
-    end = datetime(2026, 9, 12, tzinfo=timezone.utc)
+    end = datetime(2026, 9, 12, tzinfo=UTC)
     for index, (entry_id, fields) in enumerate(guess_events(ENTRIES, end=end, spacing=timedelta(milliseconds=5))):
         pipe.xadd(stream.key, fields, id=entry_id)
         if index % 10_000 == 9_999:
@@ -167,7 +167,7 @@ def main() -> None:
         for round_index in range(rounds):
             sides = [("limit", lambda: limit(address, plan)),
                      ("raw", lambda: raw_xrange(conn, stream.key)),
-                     ("fold", lambda: fold_local(round_index)),
+                     ("fold", lambda round_index=round_index: fold_local(round_index)),
                      ("fold_memory", fold_memory),
                      *((name, lambda measures=measures: fold_without(measures)) for name, measures in variants.items())]
             # Alternate which side goes first so drift on a shared machine hits both alike.

@@ -63,7 +63,8 @@ def _no_options(command: tuple[str, ...]) -> dict[str, Any]:
 
 def send_by_node(conn: Any, commands: Sequence[tuple[str, ...]], *, timeout: float | None = None,
                  options: Callable[[tuple[str, ...]], dict[str, Any]] = _no_options) -> list[Any]:
-    """Each command's answer, or the exception it met, for a ``redis.cluster.RedisCluster``: one pipeline per
+    """Each command's answer, or the exception it met, for a ``redis.cluster.RedisCluster`` (``Any``: redis-py
+    leaves the calls made of it here untyped): one pipeline per
     node, all at once; a node that fails or has not answered within ``timeout`` seconds fails its own commands
     only (see the module docstring). ``options(command)`` gives what redis-py's parser needs for an answer.
     """

@@ -3,9 +3,7 @@ replica's lease) is asked before every step, and its token goes into the commit.
 
 from __future__ import annotations
 
-import pytest
-
-from retain.archive import Archive, Fence, StreamId, fold_then_trim_all, read
+from retain.archive import Fence, StreamId, fold_then_trim_all, read
 from retain.errors import ArchiveFenced, LeaseLost, UnarchivableEntry
 from retain.streams import StreamRef
 from retain.windows import MaxLen

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
@@ -48,7 +48,7 @@ class TestFold:
                 redis_conn.xadd(stream.key, {"v": "x"}, id=f"{ms * 1000}-{seq}")
         assert fold(redis_conn, stream, archive, "2000-0").watermark == StreamId(2000, 0)
         assert fold(redis_conn, stream, archive, "4000").watermark == StreamId(4000, 1)
-        instant = datetime.fromtimestamp(6, timezone.utc)
+        instant = datetime.fromtimestamp(6, UTC)
         assert fold(redis_conn, stream, archive, instant).watermark == StreamId(6000, 1)
         assert fold(redis_conn, stream, archive, StreamId(7000, 0)).watermark == StreamId(7000, 0)
         assert archive.state(stream).entries == 13
@@ -143,7 +143,7 @@ class TestFoldBoundary:
 
     def test_age_windows(self, redis_conn, stream):
         """MinId, MaxAge and MinStreamId drop up to just below their floor."""
-        now = datetime(2026, 9, 12, tzinfo=timezone.utc)
+        now = datetime(2026, 9, 12, tzinfo=UTC)
         floor_ms = int((now - timedelta(hours=1)).timestamp() * 1000)
         assert fold_boundary(redis_conn, stream, MaxAge("1h"), now) == StreamId(floor_ms - 1, 2**64 - 1)
         assert fold_boundary(redis_conn, stream, MinId(now)) == StreamId(int(now.timestamp() * 1000) - 1, 2**64 - 1)
@@ -213,7 +213,7 @@ class TestFoldThenTrim:
 
     def test_max_age_uses_now(self, redis_conn, archive, stream):
         """A MaxAge window folds and trims what is older than now - duration."""
-        now = datetime(2026, 9, 12, tzinfo=timezone.utc)
+        now = datetime(2026, 9, 12, tzinfo=UTC)
         for minutes in (90, 80, 70, 50, 10):
             ms = int((now - timedelta(minutes=minutes)).timestamp() * 1000)
             redis_conn.xadd(stream.key, {"m": str(minutes)}, id=f"{ms}-0")

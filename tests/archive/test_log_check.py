@@ -89,7 +89,7 @@ def test_damage_is_corrupt_and_named(written, redis_conn, damage):
 
 def test_an_unreachable_store_is_unavailable_not_corrupt():
     """A store that does not answer is an outage (ArchiveUnavailable), never reported as damage."""
-    archive = Archive(f"s3://bucket/prefix", endpoint=f"http://127.0.0.1:{free_port()}", region="us-east-1",
+    archive = Archive("s3://bucket/prefix", endpoint=f"http://127.0.0.1:{free_port()}", region="us-east-1",
                       access_key_id="a", secret_access_key="b", allow_http=True)
     with pytest.raises(ArchiveUnavailable) as caught:
         archive.watermark(STREAM)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -117,7 +117,7 @@ class TestCompaction:
         """Many small files merge into one sorted file; the merge-read and the table's rows are unchanged."""
         appended = fold_in_steps(redis_conn, stream, archive, append, steps=12, size=25)
         assert len(archive.state(stream).files) == 12
-        report = maintain(archive, QUICK, now=datetime.now(timezone.utc))
+        report = maintain(archive, QUICK, now=datetime.now(UTC))
         (done,) = report.streams
         assert (done.compacted, done.compacted_into) == (12, 1)
         state = archive.state(stream)
@@ -129,7 +129,7 @@ class TestCompaction:
     def test_folds_go_on_after_it(self, redis_conn, archive, stream, append):
         """A fold after a compaction continues from W: the merge-read stays whole."""
         appended = fold_in_steps(redis_conn, stream, archive, append, steps=4, size=10)
-        maintain(archive, QUICK, now=datetime.now(timezone.utc))
+        maintain(archive, QUICK, now=datetime.now(UTC))
         appended += append(stream, 10, start=40)
         assert fold(redis_conn, stream, archive).entries == 10
         assert ids_of(read(redis_conn, stream, archive)) == appended
@@ -147,7 +147,7 @@ class TestCompaction:
 
         def run(maintainer) -> None:
             barrier.wait()
-            reports.append(maintain(maintainer, QUICK, now=datetime.now(timezone.utc)))
+            reports.append(maintain(maintainer, QUICK, now=datetime.now(UTC)))
 
         threads = [threading.Thread(target=run, args=(maintainer,)) for maintainer in maintainers]
         for thread in threads:
@@ -166,7 +166,7 @@ class TestCompaction:
 
         fold_in_steps(redis_conn, stream, archive, append, steps=3, size=5)
         before = archive.state(stream)
-        maintain(archive, QUICK, now=datetime.now(timezone.utc))
+        maintain(archive, QUICK, now=datetime.now(UTC))
         with pytest.raises(ArchiveConflict, match="rewritten by another maintainer"):
             archive.commit([Rewrite(stream.key, before.rewrites, before.files[:2])], operation="compact")
 
@@ -175,7 +175,7 @@ class TestExpiry:
     def test_old_rows_leave_the_table_and_the_read(self, redis_conn, archive, stream):
         """Rows older than max_age go: whole files removed, the straddling file rewritten; the merge-read of
         the expired range returns nothing for it; ls says how far expiry reached."""
-        now = datetime(2026, 9, 12, tzinfo=timezone.utc)
+        now = datetime(2026, 9, 12, tzinfo=UTC)
         day = 86_400_000
         base = int(now.timestamp() * 1000) - 10 * day
         for step in range(10):  # one file a day, 10 entries each, 10 days ago to yesterday
@@ -203,7 +203,7 @@ class TestExpiry:
         for ms in (1_000, 2_000):
             redis_conn.xadd(stream.key, {"a": "1"}, id=f"{ms}-0")
         fold(redis_conn, stream, archive)
-        now = datetime.fromtimestamp(10, timezone.utc)
+        now = datetime.fromtimestamp(10, UTC)
         others = maintain(archive, QUICK, now=now)
         assert others.streams[0].expired == 0
         own = MaintenanceSettings(every=None, max_age_by={stream.key: timedelta(seconds=8, milliseconds=500)},
@@ -223,14 +223,14 @@ class TestTheLog:
         small = {path.name for path in (tmp_path / "log").rglob("*.parquet") if "_delta_log" not in path.parts}
         for path in (tmp_path / "log").rglob("*.parquet"):
             os.utime(path, (hours_ago, hours_ago))
-        maintain(archive, QUICK, now=datetime.now(timezone.utc))
+        maintain(archive, QUICK, now=datetime.now(UTC))
         reports = []
 
         def compacted_files_gone() -> bool:
             # Beats go on (a fold, then maintenance) until the retentions (one second) have passed and the
             # files compacted away are vacuumed.
             appended.extend(fold_in_steps(redis_conn, stream, archive, append, steps=1, size=5))
-            reports.append(maintain(archive, QUICK, now=datetime.now(timezone.utc)))
+            reports.append(maintain(archive, QUICK, now=datetime.now(UTC)))
             return not stored() & small
 
         def stored() -> set[str]:
@@ -254,7 +254,7 @@ class TestTheLog:
         writer = FileWriter(stream.key)
         writer.add([(b"999999999999-0", {b"a": b"1"})])
         orphan = archive.put_file(stream, writer.finish())
-        maintain(archive, QUICK, now=datetime.now(timezone.utc))
+        maintain(archive, QUICK, now=datetime.now(UTC))
         assert archive.location.exists(orphan.path)
 
     def test_a_read_that_lost_its_files_lists_them_again(self, redis_conn, tmp_path, stream, append):
@@ -267,7 +267,7 @@ class TestTheLog:
         reader = read(redis_conn, stream, archive, count=100)
         got = [next(reader)[0] for _ in range(10)]  # mid-way through the first file
         old = archive.state(stream).files
-        maintain(archive, QUICK, now=datetime.now(timezone.utc))
+        maintain(archive, QUICK, now=datetime.now(UTC))
         for file in old:  # what a vacuum does once the retention has passed
             obstore.delete(archive.store, file.path)
         got += ids_of(reader)
@@ -280,7 +280,7 @@ class TestTheLog:
         url = str(tmp_path / "old")
         write_legacy(url, {"emq:{g}:stream:s": [[(b"1-0", {b"a": b"1"})]]})
         with pytest.raises(ArchiveNeedsMigration, match="retain archive migrate"):
-            maintain(Archive(url), QUICK, now=datetime.now(timezone.utc))
+            maintain(Archive(url), QUICK, now=datetime.now(UTC))
 
     def test_naive_now_refused(self, archive):
         """Expiry counts ages from ``now``: a naive one is refused."""
@@ -295,7 +295,7 @@ class TestVacuumOfReplacedFiles:
         archive = Archive(str(tmp_path / "replaced"))
         appended = fold_in_steps(redis_conn, stream, archive, append, steps=6, size=20)
         before = {file.path for file in archive.state(stream).files}
-        assert maintain(archive, QUICK, now=datetime.now(timezone.utc)).replaced
+        assert maintain(archive, QUICK, now=datetime.now(UTC)).replaced
         assert ids_of(read(redis_conn, stream, archive)) == appended
         assert all(archive.location.exists(path) for path in before)  # younger than the retention: kept
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -117,7 +117,7 @@ class TestMigrate:
             os.utime(path, (hours_ago, hours_ago))
         archive = Archive(url)
         migrate(archive)
-        maintain(archive, MaintenanceSettings(every=None), now=datetime.now(timezone.utc))
+        maintain(archive, MaintenanceSettings(every=None), now=datetime.now(UTC))
         left = sorted(path.relative_to(tmp_path / "moved").parts[0] for path in (tmp_path / "moved").rglob("*.*"))
         assert set(left) == {"_delta_log", f"stream_digest={stream_digest(KEY)}"}
         assert list(read(redis_conn, RawKey(KEY), Archive(url))) == written

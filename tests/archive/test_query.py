@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import duckdb
 import pytest
@@ -149,7 +149,7 @@ class TestAsOf:
         archive = Archive(f"file://{tmp_path / 'archive'}")
         append_entries(redis_conn, stream.key, 100)
         fold_then_trim(redis_conn, stream, archive, MaxLen(40, approx=False))
-        version, between = archive.version, datetime.now(timezone.utc)
+        version, between = archive.version, datetime.now(UTC)
         time.sleep(0.01)  # the next commit's timestamp is after ``between`` (milliseconds)
         append_entries(redis_conn, stream.key, 100)
         fold_then_trim(redis_conn, stream, archive, MaxLen(40, approx=False))

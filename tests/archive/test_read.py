@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -44,7 +44,7 @@ class TestRead:
     @pytest.mark.parametrize(("start", "end"), [
         (None, None), ("1-0", "500-1"), ("250", "350"), ("300-1", "301-0"), ("300-0", "300-1"),
         ("301-0", None), (None, "300-1"), ("42-1", "42-1"), ("0-0", "1"), ("499", "100000"),
-        (datetime.fromtimestamp(0.299, timezone.utc), datetime.fromtimestamp(0.302, timezone.utc)),
+        (datetime.fromtimestamp(0.299, UTC), datetime.fromtimestamp(0.302, UTC)),
     ])
     def test_same_as_xrange_never_trimmed(self, redis_conn, archive, stream, half_archived, start, end):
         """Archive and live read as one log: the same entries as XRANGE over an untrimmed copy."""
@@ -170,7 +170,7 @@ _examples = itertools.count()
 class TestMergeUnderFoldAndTrim:
     @settings(max_examples=12)
     @given(workload=workloads)
-    def test_no_gap_no_duplicate_order_kept(self, redis_server, tmp_path, workload):
+    def test_no_gap_no_duplicate_order_kept(self, redis_server, tmp_path, workload):  # noqa: C901 -- one scene, its actors closures over it
         """Producers append, a folder folds and trims, readers merge-read (as entries or Arrow batches), all at
         once: each read yields every entry appended before it began, none twice, none unappended, in id order."""
         stream = StreamRef("game", f"merge-{next(_examples)}")

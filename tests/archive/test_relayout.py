@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
@@ -111,7 +111,7 @@ def test_the_old_files_go_with_the_vacuum(redis_conn, tmp_path):
         # retention, and its file goes with the vacuum after that.
         written[KEYS[1]].append(redis_conn.xadd(KEYS[1], {"i": "more"}))
         fold(redis_conn, RawKey(KEYS[1]), archive)
-        maintain(archive, QUICK, now=datetime.now(timezone.utc))
+        maintain(archive, QUICK, now=datetime.now(UTC))
         return not any(path.exists() for path in old)
 
     wait_for(vacuumed, "the format-2 files to be vacuumed", interval=0.3)

@@ -15,9 +15,9 @@ from retain.archive.table import Advance, Fence
 from retain.errors import (
     ArchiveAccessDenied,
     ArchiveConflict,
-    ArchiveFenced,
     ArchiveCorrupt,
     ArchiveError,
+    ArchiveFenced,
     ArchiveObjectExists,
     ArchiveObjectMissing,
     ArchiveUnavailable,

@@ -541,7 +541,7 @@ class TestMaintenance:
         """After a maintenance that compacted, the maintainer's first look once vacuum_retention has passed
         vacuums the files it replaced: they leave the store then, not one cadence later; the read stays whole."""
         archive, stream = local(tmp_path), fresh()
-        start = datetime.now(timezone.utc)
+        start = datetime.now(UTC)
         now = [start]
         settings = MaintenanceSettings(every=timedelta(minutes=10), log_retention=timedelta(seconds=1),
                                        vacuum_retention=timedelta(seconds=1))

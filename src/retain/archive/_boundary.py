@@ -27,8 +27,13 @@ from contextlib import contextmanager
 
 import obstore.exceptions
 import pyarrow as pa
-from deltalake.exceptions import CommitFailedError, DeltaError, DeltaProtocolError, SchemaMismatchError
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import (
+    CommitFailedError,
+    DeltaError,
+    DeltaProtocolError,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
 
 from retain.errors import (
     ArchiveAccessDenied,

@@ -18,16 +18,15 @@ the GIL. So a fold:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import redis
 
 from retain._gc import paused_gc
-from retain._redis import translate_errors
+from retain._redis import RedisLike, translate_errors
 from retain.archive.files import FileWriter
 from retain.ids import StreamId
 
@@ -42,7 +41,7 @@ def _as_sent(response: Any, **options: Any) -> Any:
     return response
 
 
-def raw_reader(conn: Any) -> Any:
+def raw_reader(conn: RedisLike) -> Any:
     """The client a fold (and an Arrow read) takes XRANGE chunks from.
 
     redis-py turns each entry's flat ``[name, value, ...]`` list into a dict,
@@ -72,7 +71,7 @@ class Chunks:
     object as a context manager).
     """
 
-    def __init__(self, conn: Any, key: str, low: StreamId, high: StreamId, *, count: int, limit: int,
+    def __init__(self, conn: RedisLike, key: str, low: StreamId, high: StreamId, *, count: int, limit: int,
                  prefetch: bool = False) -> None:
         self.conn, self.key, self.high = conn, key, high
         self.count, self.limit = count, limit
@@ -95,7 +94,7 @@ class Chunks:
         if sent:
             with self._wire():
                 if self._connection is None:
-                    self._connection = self.conn.connection_pool.get_connection()
+                    self._connection = self._pool().get_connection()
                 self._connection.send_command("XRANGE", self.key, str(self.low), str(self.high), "COUNT", asked)
         self._asked = (asked, sent)
 
@@ -150,10 +149,14 @@ class Chunks:
                 self._connection.disconnect()
         self._release()
 
+    def _pool(self) -> Any:
+        # prefetch is on for a redis.Redis alone (checked when made): its one connection pool
+        return cast(redis.Redis, self.conn).connection_pool
+
     def _release(self) -> None:
         connection, self._connection = self._connection, None
         if connection is not None:
-            self.conn.connection_pool.release(connection)
+            self._pool().release(connection)
 
     def __enter__(self) -> Chunks:
         return self
@@ -192,7 +195,7 @@ class Workers:
         self.putter: Executor = stack.enter_context(LazyExecutor("retain-fold-put", PUT_THREADS))
 
 
-def read_file(conn: Any, key: str, low: StreamId, boundary: StreamId, *, count: int, limit: int,
+def read_file(conn: RedisLike, key: str, low: StreamId, boundary: StreamId, *, count: int, limit: int,
               workers: Workers, table_format: int, tell: Callable[[int], None] | None = None) -> tuple[FileWriter, bool]:
     """Read up to ``limit`` entries of ``low..boundary`` into a file of a ``table_format`` table; also say
     whether the range is exhausted."""

@@ -42,17 +42,30 @@ from datetime import datetime
 from typing import Any
 
 from retain._nodes import send_all
-from retain._redis import as_retain_error, translate_errors
+from retain._redis import RedisLike, as_retain_error, translate_errors
 from retain.archive._pipeline import Workers, raw_reader, read_file
 from retain.archive.files import EncodedFile, FileWriter, encode_runs
-from retain.archive.fold import (DEFAULT_COUNT, DEFAULT_SEGMENT_ENTRIES, FoldResult, FoldTrimOutcome,
-                                 FoldTrimResult, check_sizes)
+from retain.archive.fold import (
+    DEFAULT_COUNT,
+    DEFAULT_SEGMENT_ENTRIES,
+    FoldResult,
+    FoldTrimOutcome,
+    FoldTrimResult,
+    check_sizes,
+)
 from retain.archive.gap import LiveInfo, gap, live_infos, mark_commands, next_ordinal
 from retain.archive.plan import plan_fold_trim
 from retain.archive.table import Advance, Archive, ArchivedFile, Fence
 from retain.clock import utc_now
-from retain.errors import (ArchiveConflict, ArchiveFenced, ArchiveTimeout, ArchiveUnavailable, LeaseLost,
-                           RetainError, UnarchivableEntry)
+from retain.errors import (
+    ArchiveConflict,
+    ArchiveFenced,
+    ArchiveTimeout,
+    ArchiveUnavailable,
+    LeaseLost,
+    RetainError,
+    UnarchivableEntry,
+)
 from retain.ids import StreamId
 from retain.streams.boundary import BoundaryRead, boundary_read
 from retain.streams.keys import Stream, key_of
@@ -170,7 +183,7 @@ def _lease_lost(target: _Target, step: str) -> LeaseLost | None:
                      f"({target.fence.app_id}) ran out first; its new holder folds and trims it")
 
 
-def fold_then_trim_all(conn: Any, targets: Sequence[tuple[Stream, Window]], archive: Archive,
+def fold_then_trim_all(conn: RedisLike, targets: Sequence[tuple[Stream, Window]], archive: Archive,
                        now: datetime | None = None, *, count: int = DEFAULT_COUNT,
                        segment_entries: int = DEFAULT_SEGMENT_ENTRIES, min_entries: int = 1,
                        limit: int | None = None, cancelled: Callable[[], bool] | None = None,
@@ -244,7 +257,7 @@ def _failure(key: str, error: RetainError) -> FoldTrimOutcome:
 # -- 1. observe ---------------------------------------------------------------------------------------------------
 
 
-def _observe(conn: Any, archive: Archive, targets: Sequence[_Target]) -> tuple[list[_Observed], Failed]:
+def _observe(conn: RedisLike, archive: Archive, targets: Sequence[_Target]) -> tuple[list[_Observed], Failed]:
     """Each stream's live counters, in one pipeline, then W and its ordinal from one snapshot; the gap check."""
     failed: Failed = {}
     try:
@@ -268,7 +281,7 @@ def _observe(conn: Any, archive: Archive, targets: Sequence[_Target]) -> tuple[l
 # -- 2. bound -----------------------------------------------------------------------------------------------------
 
 
-def _bound(conn: Any, reader: Any, items: Sequence[_Observed], now: datetime | None,
+def _bound(conn: RedisLike, reader: Any, items: Sequence[_Observed], now: datetime | None,
            count: int) -> tuple[list[_Bounded], Failed]:
     """Each stream's boundary; with every entry after W when one XRANGE (all in one pipeline) held them."""
     tails = _read_tails(reader, items, now, count)
@@ -314,7 +327,7 @@ def _read_tails(reader: Any, items: Sequence[_Observed], now: datetime | None, c
         asked.append((item, window))
         commands.append(("XRANGE", item.key, low, high, "COUNT", str(count)))
     found: dict[str, _Bounded] = {}
-    for (item, window), answer in zip(asked, _send_all(reader, commands)):
+    for (item, window), answer in zip(asked, _send_all(reader, commands), strict=False):
         if isinstance(answer, RetainError) or len(answer) >= count:
             continue  # the long way: its error reported there, or more waits than one reply holds
         if isinstance(window, MaxLen):
@@ -327,7 +340,7 @@ def _read_tails(reader: Any, items: Sequence[_Observed], now: datetime | None, c
     return found
 
 
-def _boundaries(conn: Any, items: Sequence[_Observed], now: datetime | None) -> tuple[list[_Bounded], Failed]:
+def _boundaries(conn: RedisLike, items: Sequence[_Observed], now: datetime | None) -> tuple[list[_Bounded], Failed]:
     """Each stream's boundary the long way: no I/O for an age or id floor; for a MaxLen, one command each
     (retain.streams.boundary) in one pipeline, the length XINFO gave only picking the cheaper form."""
     bounded: list[_Bounded] = []
@@ -344,7 +357,7 @@ def _boundaries(conn: Any, items: Sequence[_Observed], now: datetime | None) -> 
         else:
             asked.append((item, read))
     failed: Failed = {}
-    for (item, read), answer in zip(asked, _send_all(conn, [read.command for _, read in asked])):
+    for (item, read), answer in zip(asked, _send_all(conn, [read.command for _, read in asked]), strict=False):
         try:
             bounded.append(_Bounded(item, read.boundary(answer)))
         except RetainError as error:
@@ -450,7 +463,7 @@ def _encode_tails(items: Sequence[_Bounded], min_entries: int, encoder: Executor
                             table_format=table_format)
     except UnarchivableEntry:
         return {}
-    return {item.key: file for item, file in zip(folding, files)}
+    return {item.key: file for item, file in zip(folding, files, strict=False)}
 
 
 def _store_one(reader: Any, item: _Bounded, before: StreamId | None, ordinal: int, archive: Archive,
@@ -563,7 +576,7 @@ def _reread_moved(reader: Any, items: Sequence[_Stored], moving: Sequence[_Store
 # -- 5. trim ------------------------------------------------------------------------------------------------------
 
 
-def _trim(conn: Any, items: Sequence[_Stored], archive: Archive, min_entries: int, limit: int | None,
+def _trim(conn: RedisLike, items: Sequence[_Stored], archive: Archive, min_entries: int, limit: int | None,
           stop: _Stop) -> tuple[list[FoldTrimOutcome], Failed]:
     """Each stream's outcome; the trims of those that fold let go, in one pipeline (one answer each).
 
@@ -596,7 +609,7 @@ def _trim(conn: Any, items: Sequence[_Stored], archive: Archive, min_entries: in
     for answer in answers[len(commands):]:
         if isinstance(answer, RetainError):
             log.warning("the archive's trim marks could not be written (%s): the gap check goes without", answer)
-    for (item, folded, window), answer in zip(trims, answers):
+    for (item, folded, window), answer in zip(trims, answers, strict=False):
         if isinstance(answer, RetainError):
             outcomes.append(FoldTrimOutcome(item.key, error=answer, trimming=True))
         else:
@@ -605,7 +618,7 @@ def _trim(conn: Any, items: Sequence[_Stored], archive: Archive, min_entries: in
     return outcomes, {}
 
 
-def _send_all(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
+def _send_all(conn: RedisLike, commands: Sequence[tuple[str, ...]]) -> list[Any]:
     """Every command in one pipeline (on a cluster one per node): each one's answer, or the RetainError it met
     (a lost connection: all of its node's)."""
     if not commands:
@@ -616,4 +629,4 @@ def _send_all(conn: Any, commands: Sequence[tuple[str, ...]]) -> list[Any]:
     except RetainError as error:
         return [error] * len(commands)
     return [as_retain_error(answer, command[1]) if isinstance(answer, BaseException) else answer
-            for command, answer in zip(commands, answers)]
+            for command, answer in zip(commands, answers, strict=False)]

@@ -58,7 +58,7 @@ def last_delivered(conn: RedisLike, key: str, group: str) -> StreamId:
     with translate_errors(key):
         answer = conn.execute_command("XINFO", "GROUPS", key)
     for item in answer or ():
-        fields = item if isinstance(item, Mapping) else dict(zip(item[::2], item[1::2]))
+        fields = item if isinstance(item, Mapping) else dict(zip(item[::2], item[1::2], strict=False))
         fields = {_text(name): value for name, value in fields.items()}
         if _text(fields.get("name")) == group:
             try:

@@ -213,7 +213,7 @@ def entries_of(table: pa.Table, text: Text) -> Iterator[Entry]:
     rows = [pairs if pairs is not None else as_bytes[index] for index, pairs in enumerate(as_text)]
     return ((entry_id, {_shown(name, text): _shown(value, text) if text is not None else value
                         for name, value in pairs})
-            for entry_id, pairs in zip(id_list, rows))
+            for entry_id, pairs in zip(id_list, rows, strict=False))
 
 
 def _shown(raw: Any, text: Text) -> Any:
@@ -238,9 +238,9 @@ def _paired(id_list: list[Any], fields: pa.MapArray, values: pa.Array, text: Tex
     width = (end - start) // len(id_list)
     if width and (widths is None or widths["min"].as_py() == widths["max"].as_py() == width):
         # Every entry has the same number of fields (the usual case): pair and group at C speed.
-        return zip(id_list, map(dict, zip(*[zip(key_list, value_list)] * width)))
+        return zip(id_list, map(dict, zip(*[zip(key_list, value_list, strict=False)] * width, strict=False)), strict=False)
     offsets = [offset - start for offset in fields.offsets.to_pylist()]
-    return ((id_list[row], dict(zip(key_list[offsets[row]:offsets[row + 1]], value_list[offsets[row]:offsets[row + 1]])))
+    return ((id_list[row], dict(zip(key_list[offsets[row]:offsets[row + 1]], value_list[offsets[row]:offsets[row + 1]], strict=False)))
             for row in range(len(id_list)))
 
 

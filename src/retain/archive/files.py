@@ -30,7 +30,7 @@ import json
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from itertools import accumulate, chain, repeat
 from typing import Any
 
@@ -41,8 +41,16 @@ import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
 from retain.archive._boundary import reading_file
-from retain.archive.columns import (FILE_SCHEMA, STREAM_FIELD, Arrays, Entry, Text, chunk_arrays, entries_of,
-                                    entries_table)
+from retain.archive.columns import (
+    FILE_SCHEMA,
+    STREAM_FIELD,
+    Arrays,
+    Entry,
+    Text,
+    chunk_arrays,
+    entries_of,
+    entries_table,
+)
 from retain.archive.layout import FORMAT
 from retain.ids import StreamId
 
@@ -118,7 +126,7 @@ class _Statistics:
 
 def _instant(value: datetime) -> str:
     # Delta's statistics hold timestamps as ISO 8601 with milliseconds, in UTC.
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
 class FileWriter:
@@ -271,7 +279,7 @@ def encode_runs(runs: Sequence[tuple[str, Sequence[Entry]]], encoder: Executor |
     lengths = [len(entries) for _, entries in runs]
     table = entries_table([chunk_arrays(list(chain.from_iterable(entries for _, entries in runs)))],
                           runs[0][0] if len(runs) == 1 else "one of several streams")
-    jobs = list(zip(runs, accumulate(lengths, initial=0), _run_statistics(table, lengths)))
+    jobs = list(zip(runs, accumulate(lengths, initial=0), _run_statistics(table, lengths), strict=False))
 
     def write(run: tuple[str, Sequence[Entry]], start: int, statistics: _Statistics) -> EncodedFile:
         stream, entries = run

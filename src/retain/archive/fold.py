@@ -25,11 +25,10 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from retain import _fields
 from retain._fields import Where
-from retain._redis import translate_errors
+from retain._redis import RedisLike, translate_errors
 from retain.archive._pipeline import Workers, raw_reader, read_file
 from retain.archive.gap import LiveInfo, gap, live_info, mark_trimmed, next_ordinal
 from retain.archive.maintenance import compact_on_interval
@@ -134,13 +133,13 @@ def check_sizes(count: object, segment_entries: object, min_entries: object) -> 
         raise InvalidInput(f"min_entries must not exceed segment_entries ({min_entries} > {segment_entries})")
 
 
-def _last_id(conn: Any, key: str) -> StreamId | None:
+def _last_id(conn: RedisLike, key: str) -> StreamId | None:
     with translate_errors(key):
         newest = conn.xrevrange(key, "+", "-", count=1)
     return StreamId.parse(newest[0][0]) if newest else None
 
 
-def fold(conn: Any, stream: Stream, archive: Archive, upto: str | datetime | StreamId | None = None, *,
+def fold(conn: RedisLike, stream: Stream, archive: Archive, upto: str | datetime | StreamId | None = None, *,
          count: int = DEFAULT_COUNT, segment_entries: int = DEFAULT_SEGMENT_ENTRIES, min_entries: int = 1,
          progress: Progress | None = None) -> FoldResult:
     """Archive the entries of ``stream`` after W up to ``upto`` (included), and advance W.
@@ -186,7 +185,7 @@ def fold(conn: Any, stream: Stream, archive: Archive, upto: str | datetime | Str
 class _Folder:
     """One fold call's loop: read a file's worth, store it, commit it (W advances)."""
 
-    def __init__(self, conn: Any, stream: Stream, archive: Archive, boundary: StreamId, count: int,
+    def __init__(self, conn: RedisLike, stream: Stream, archive: Archive, boundary: StreamId, count: int,
                  segment_entries: int, progress: Progress | None) -> None:
         self.conn, self.stream, self.archive = raw_reader(conn), stream, archive
         self.key = key_of(stream)
@@ -245,7 +244,7 @@ class _Folder:
                           self.left)
 
 
-def fold_boundary(conn: Any, stream: Stream, window: Window, now: datetime | None = None) -> StreamId | None:
+def fold_boundary(conn: RedisLike, stream: Stream, window: Window, now: datetime | None = None) -> StreamId | None:
     """The highest id ``window`` drops from ``stream`` now, or None if it drops nothing.
 
     For ``MaxLen(n)``: the (n+1)-th newest id, read in one command that no
@@ -271,7 +270,7 @@ def fold_boundary(conn: Any, stream: Stream, window: Window, now: datetime | Non
     return read_boundary(conn, key, window.count, expected)
 
 
-def fold_then_trim(conn: Any, stream: Stream, archive: Archive, window: Window, now: datetime | None = None, *,
+def fold_then_trim(conn: RedisLike, stream: Stream, archive: Archive, window: Window, now: datetime | None = None, *,
                    count: int = DEFAULT_COUNT, segment_entries: int = DEFAULT_SEGMENT_ENTRIES,
                    min_entries: int = 1, progress: Progress | None = None,
                    limit: int | None = None) -> FoldTrimResult:

@@ -91,7 +91,7 @@ def _field(answer: Mapping[Any, Any], name: str) -> Any:
 def _parsed(answer: Any) -> LiveInfo | None:
     """The check's view of one XINFO STREAM answer (Redis < 7: its length and first entry only)."""
     if isinstance(answer, list):  # redis-py 5.3 (the floor) leaves a pipelined XINFO STREAM unparsed: pairs
-        answer = dict(zip(answer[::2], answer[1::2]))
+        answer = dict(zip(answer[::2], answer[1::2], strict=False))
     if not isinstance(answer, Mapping):
         return None
     added, deleted = _field(answer, "entries-added"), _field(answer, "max-deleted-entry-id")
@@ -136,7 +136,7 @@ def live_infos(conn: RedisLike, keys: Sequence[str], *, table_id: str | None = N
         answers = send_all(conn, commands)
     marks = _marks(answers[len(keys)] if table_id is not None else None, keys)
     found: dict[str, LiveInfo | None] = {}
-    for key, answer in zip(keys, answers):
+    for key, answer in zip(keys, answers, strict=False):
         if isinstance(answer, redis.exceptions.ResponseError):
             found[key] = None
         elif isinstance(answer, (*REDIS_ERRORS, RetainError)):
@@ -156,7 +156,7 @@ def _marks(answer: Any, keys: Sequence[str]) -> dict[str, StreamId]:
             log.warning("the archive's trim marks could not be read (%s): the gap check goes without", answer)
         return {}
     marks = {}
-    for key, mark in zip(keys, answer):
+    for key, mark in zip(keys, answer, strict=False):
         try:
             if mark is not None:
                 marks[key] = StreamId.parse(mark)

@@ -57,10 +57,10 @@ from retain.archive.files import FileWriter
 from retain.archive.table import (
     DEFAULT_LOG_RETENTION,
     DEFAULT_VACUUM_RETENTION,
+    TABLE_PROPERTIES,
     Archive,
     ArchivedFile,
     Rewrite,
-    TABLE_PROPERTIES,
     StreamState,
     delta_interval,
 )

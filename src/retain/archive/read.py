@@ -36,10 +36,10 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from retain._redis import RedisLike, translate_errors
-from retain.archive.columns import FILE_SCHEMA, STREAM_FIELD, Entry, Text, chunk_arrays, entries_of, entries_table
 from retain.archive._pipeline import raw_reader
-from retain.archive.table import Archive, ArchivedFile
+from retain.archive.columns import FILE_SCHEMA, STREAM_FIELD, Entry, Text, chunk_arrays, entries_of, entries_table
 from retain.archive.gap import gap, live_info
+from retain.archive.table import Archive, ArchivedFile
 from retain.errors import ArchiveCorrupt, ArchiveObjectMissing, InvalidInput
 from retain.ids import StreamId, lower_bound, upper_bound
 from retain.streams.keys import RawKey, Stream, key_of

@@ -60,9 +60,9 @@ from retain.archive.layout import (
     STREAM,
     commit_path,
     expired_txn,
-    ordinal_txn,
     file_name,
     file_range,
+    ordinal_txn,
     partition_column,
     partition_values,
     rewrite_txn,
@@ -70,10 +70,16 @@ from retain.archive.layout import (
 )
 from retain.archive.legacy import segments as legacy_segments
 from retain.archive.legacy.store import LegacyStore
-from retain.archive.log_check import diagnose
 from retain.archive.location import Location
-from retain.errors import (ArchiveConflict, ArchiveCorrupt, ArchiveError, ArchiveFenced, ArchiveObjectMissing,
-                           InvalidInput)
+from retain.archive.log_check import diagnose
+from retain.errors import (
+    ArchiveConflict,
+    ArchiveCorrupt,
+    ArchiveError,
+    ArchiveFenced,
+    ArchiveObjectMissing,
+    InvalidInput,
+)
 from retain.ids import StreamId
 from retain.streams.keys import Stream, key_of
 
@@ -458,7 +464,7 @@ class Archive:
         if self._index is None:
             self._index = self._read_index()
         files = self._index.get(key, ())
-        for before, after in zip(files, files[1:]):
+        for before, after in zip(files, files[1:], strict=False):
             if after.first <= before.last:
                 raise ArchiveCorrupt(f"files {before.path} and {after.path} of {key!r} overlap: a row would "
                                      "be read twice")
@@ -479,7 +485,7 @@ class Archive:
         # A format-3 file's key is its ``stream`` column, whose min and max the log keeps (one value per file).
         keys = actions.column(f"min.{STREAM}" if table_format >= 3 else f"partition.{STREAM}").to_pylist()
         for path, size, count, key in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(),
-                                          counts, keys):
+                                          counts, keys, strict=False):
             found = file_range(path)
             if found is None or key is None:
                 raise ArchiveCorrupt(f"the table lists {path!r}, a file retain did not write (its name does not "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given
 
-from retain.ids import StreamId
 from retain.archive.legacy.layout import manifest_number, manifest_path, segment_name
+from retain.ids import StreamId
 from tests.strategies import stream_ids
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from retain.ids import StreamId
 from retain.archive.legacy.manifest import FORMAT_VERSION, Manifest, SegmentInfo
 from retain.errors import ArchiveCorrupt
+from retain.ids import StreamId
 
 
 def segment(first: int, last: int, count: int = 2) -> SegmentInfo:

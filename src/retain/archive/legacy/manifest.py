@@ -30,8 +30,8 @@ import json
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from retain.ids import StreamId
 from retain.errors import ArchiveCorrupt, InvalidStreamId
+from retain.ids import StreamId
 
 __all__ = ["FORMAT_VERSION", "Manifest", "SegmentInfo"]
 
