@@ -310,7 +310,7 @@ class TestArchived:
 LIBRARY_RUN = """
 import sys
 from retain.retention import DaemonConfig, load_policy, run
-run(DaemonConfig(load_policy(sys.argv[1]), http=("127.0.0.1", int(sys.argv[2]))))
+run(DaemonConfig(load_policy(sys.argv[2]), http=("127.0.0.1", int(sys.argv[1]))))
 """
 
 
@@ -349,29 +349,12 @@ class TestLibrary:
     def test_run_serves_and_stops_on_sigterm(self, tmp_path, redis_server, redis_conn):
         """run(config) in a plain Python process trims, serves its metrics, and ends with 0 on SIGTERM."""
         append(redis_conn, FEED_KEY, 500)
-        port = free_port()
-        log = tmp_path / "daemon.log"
-        with log.open("w") as stderr:
-            process = subprocess.Popen([sys.executable, "-c", LIBRARY_RUN, str(write_policy(tmp_path, redis_server.url,
-                                                                                              FEED)), str(port)],
-                                       stdout=subprocess.DEVNULL, stderr=stderr)
-        try:
-            deadline, metrics = time.monotonic() + 30, ""
-            while removed(metrics) < 490:
-                assert process.poll() is None, log.read_text()
-                assert time.monotonic() < deadline, f"the daemon never trimmed\n{log.read_text()}"
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-                        metrics = response.read().decode()
-                except (urllib.error.URLError, ConnectionError):
-                    time.sleep(0.01)
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(timeout=30) == 0, log.read_text()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        assert "retention driver stopped after" in log.read_text()
+        policy = write_policy(tmp_path, redis_server.url, FEED)
+        with running([str(policy)], tmp_path, library=LIBRARY_RUN) as daemon:
+            wait_for(lambda: removed(daemon.metrics()) >= 490, "the daemon to trim", child=daemon.process)
+        assert "retention driver stopped after" in daemon.log.read_text()
+
+
 def _beats(metrics: str) -> float:
     found = re.search(r"^retain_beats_total (\S+)$", metrics, re.M)
     return float(found.group(1)) if found else 0.0
