@@ -66,6 +66,22 @@ class TestInterrupt:
         assert sorted(path.name for path in temp.iterdir()) == []
 
 
+def _without_chromium(tmp_path: Path) -> Path:
+    """A folder of links to every program on this machine's PATH but Chromium: the tests see a machine without
+    it whether or not this one has it (a first `dev.py test` installs it)."""
+    folder = tmp_path / "path-without-chromium"
+    folder.mkdir()
+    for directory in reversed(os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)):
+        if not os.path.isdir(directory):
+            continue
+        for entry in os.scandir(directory):
+            if not entry.name.startswith("chromium"):
+                link = folder / entry.name
+                link.unlink(missing_ok=True)  # the first directory on PATH wins, as in a search
+                link.symlink_to(entry.path)
+    return folder
+
+
 class TestChromium:
     """`dev.py test` and the system packages it installs for the dashboard's browser test."""
 
@@ -77,7 +93,7 @@ class TestChromium:
         (bin_dir / "apt-get").write_text(f'#!/bin/sh\necho "$@" >> {asked}\n')
         (bin_dir / "apt-get").chmod(0o755)
         environment = {key: value for key, value in os.environ.items() if key not in ("RETAIN_CHROMIUM", "RETAIN_NO_APT")}
-        environment.update(PATH=f"{bin_dir}:/bin", **env)
+        environment.update(PATH=f"{bin_dir}:{_without_chromium(tmp_path)}", **env)
         done = subprocess.run([sys.executable, "-c", "import dev; dev.ensure_chromium()"], cwd=ROOT,
                               capture_output=True, text=True, timeout=60, env=environment)
         return done, asked
@@ -102,7 +118,7 @@ class TestChromium:
         """With RETAIN_NO_APT set and no Chromium, the dashboard's browser test is skipped with that reason
         (pytest -ra prints it)."""
         environment = {key: value for key, value in os.environ.items() if key != "RETAIN_CHROMIUM"}
-        environment.update(RETAIN_NO_APT="1", PATH=f"{Path(sys.executable).parent}:/bin")
+        environment.update(RETAIN_NO_APT="1", PATH=f"{Path(sys.executable).parent}:{_without_chromium(tmp_path)}")
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider",
                                "tests/ops/test_dashboard_browser.py"], cwd=ROOT, capture_output=True, text=True,
                               timeout=300, env=environment)
