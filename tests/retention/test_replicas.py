@@ -119,7 +119,9 @@ class TestTakeover:
             orphaned = doomed.leases.held()
             crash(doomed)
             beats_before = len(survivor_reports)
-            wait_for(lambda: survivor.leases.held() == frozenset(range(64)), "the survivor to take over")
+            # The report, not the lease state: the beat holds its leases before its report reaches the hook.
+            wait_for(lambda: any(report.replica.held == frozenset(range(64))
+                                 for report in survivor_reports.since(beats_before)), "the survivor to take over")
             beats = survivor_reports.since(beats_before)
             taking = next(number for number, report in enumerate(beats, 1)
                           if report.replica.held == frozenset(range(64)))
