@@ -495,9 +495,10 @@ class SqliteBackend(_Reads):
         # about a tenth of its statement).
         params = {"names": '["' + '","'.join(name for name, _ in items) + '"]', "prefix": prefix, "at": at,
                   "rev": rev, "scope": scope}
-        if since is not None and items and self._unchanged(scope, prefix + items[0][0], prefix + items[-1][0],
-                                                           since, len(items)):
-            # Nothing in the items' span moved since their marks were read: every guard holds as it held then.
+        # Nothing committed since the marks were read (the pass's own deletes of other items aside: the caller says
+        # so by ``since``), or nothing in the items' span moved since: every guard holds as it held then.
+        if since is not None and items and (since == at or self._unchanged(
+                scope, prefix + items[0][0], prefix + items[-1][0], since, len(items))):
             held: int = self._db.execute("INSERT INTO nodes (scope, key, rev, kind, value) SELECT :scope, "
                                          ":prefix || b.value, :rev, 0, NULL FROM json_each(:names) AS b",
                                          params).rowcount
