@@ -160,7 +160,7 @@ def check_guards(store: Store, scene, races, data) -> None:
         return
     session, rule, key, view, selected = both.session, both.rule, both.key, both.view, both.selected
     stamps = dict(both.expected.expired)
-    for (name, _), kind in zip(selected.selection.expired, races, strict=True):
+    for (name, _), kind in zip(selected.selection.expired, races, strict=False):
         race(session, str(rule.item(name)), read_value(view, rule.item(name)), kind,
              data.draw(odd_stamps(NOW), label="stamp"))
     now_view = session.view()
