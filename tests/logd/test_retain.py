@@ -396,7 +396,7 @@ class TestReproducible:
         from retain.logd.settings import Settings
         directory = tmp_path_factory.mktemp("repro")
         jobs = {f"j{i:02d}": {"status": status, "updatedAt": stamp} | ({} if stamp is not None else {})
-                for i, (stamp, status) in enumerate(zip(stamps, statuses, strict=False))}
+                for i, (stamp, status) in enumerate(zip(stamps, statuses[:len(stamps)], strict=True))}
         sent = request({**JOBS_RULE, "after": after}, batch=batch)
         outcomes = []
         for name, clock_offset in (("a", 0), ("b", 86400 * 365)):  # the servers' clocks disagree; now decides

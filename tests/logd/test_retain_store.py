@@ -128,3 +128,51 @@ class TestWhichPath:
         paths = self.spy(monkeypatch, store)
         assert run_retain(ops, {"now": "2026-09-12T08:00:00Z", "what": [rule]}).deleted == 1
         assert paths == ["general"]
+
+
+class TestNothingSinceTheRead:
+    """A batch tells the backend the latest commit its marks still hold at: past the read, the pass's own deletes of
+    other items change nothing of it, so with no other writer the backend needs no look at the batch's span."""
+
+    def spy(self, monkeypatch, store):
+        calls: list[tuple[int, int | None]] = []
+        backend = type(store.backend)
+        real = backend.delete_items
+
+        def delete_items(self, scope, container, items, test, at, rev, **kwargs):
+            calls.append((at, kwargs.get("since")))
+            return real(self, scope, container, items, test, at, rev, **kwargs)
+
+        monkeypatch.setattr(backend, "delete_items", delete_items)
+        return calls
+
+    def scene(self, store) -> Session:
+        ops = store.session()
+        ops.patch([{"set": "jobs", "value": {f"j{i}": {"status": "done", "updatedAt": "2026-09-01T00:00:00Z"}
+                                             for i in range(6)}}])
+        return ops
+
+    def test_alone_every_batch_is_current(self, store, monkeypatch):
+        """No other writer: every batch after the first says its marks hold at the head it writes on."""
+        ops = self.scene(store)
+        calls = self.spy(monkeypatch, store)
+        assert run_retain(ops, {"now": "2026-09-12T08:00:00Z", "batch": 2, "what": [RULE]}).deleted == 6
+        assert [since == at for at, since in calls] == [True] * 3
+
+    def test_a_writer_between_batches_is_not_passed_over(self, store, monkeypatch):
+        """Another client's commit between two batches: the batches after it say the commit before it, so the
+        backend looks at what changed -- and the pass still deletes every item nobody wrote."""
+        ops = self.scene(store)
+        calls = self.spy(monkeypatch, store)
+        writer = store.session(author="other")
+
+        def race(index, paths):
+            if str(paths[0]) == "jobs.j2":
+                writer.patch([{"set": "elsewhere", "value": 1}])
+
+        assert run_retain(ops, {"now": "2026-09-12T08:00:00Z", "batch": 2, "what": [RULE]},
+                          before_batch=race).deleted == 6
+        assert [since == at for at, since in calls] == [True, False, False]
+
+
+RULE = {"path": "jobs.*", "match": {"status": "done"}, "age": ".updatedAt", "after": "1d"}

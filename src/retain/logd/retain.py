@@ -208,6 +208,26 @@ class _Tally:
     committed: list[tuple[int, int]] = field(default_factory=list)
     skipped: int = 0
     retried: set[str] = field(default_factory=set)
+    #: commits ``(first, last]`` that are all this rule's own deletes (none yet: ``first == last``)
+    own: tuple[int, int] | None = None
+
+    def since(self, read_at: int) -> int:
+        """The latest commit at which marks read at ``read_at`` still say what their items hold: past it, only this
+        rule's own deletes may have come, and each removed other items, outside the part's key span (the batches
+        and their halves go in key order and never share an item). A backend that finds nothing committed since
+        then needs no look at the span."""
+        if self.own is None:
+            return read_at
+        first, last = self.own
+        return last if first <= read_at <= last else read_at
+
+    def committed_own(self, commit: int, items: int) -> None:
+        """One of this rule's deletes committed as ``commit``: it extends the run of its own commits when it came
+        right after the last of them, else (another client committed between) starts a new one."""
+        self.committed.append((commit, items))
+        assert self.own is not None  # set before the rule's first delete (_settle)
+        first, last = self.own
+        self.own = (first, commit) if commit == last + 1 else (commit - 1, commit)
 
 
 def _settle(session: Session, read: _Read, batch: tuple[tuple[str, str], ...], author: str | None, tally: _Tally,
@@ -218,15 +238,17 @@ def _settle(session: Session, read: _Read, batch: tuple[tuple[str, str], ...], a
     Each part goes with the commit its marks were read at, and whether records may have lain beneath its items then
     (the read again does not count them)."""
     store = session.store
+    if tally.own is None:
+        tally.own = (read.at, read.at)
     pending = [(batch, tries(len(batch)), read.at, read.beneath)]
     while pending:
         items, left, since, beneath = pending.pop()
         if before is not None:
             before(tuple(read.rule.item(name) for name, _ in items))
-        written: Written | None = yield Step(partial(read.delete, session, items, author, since, beneath),
-                                             writes=True)
+        written: Written | None = yield Step(partial(read.delete, session, items, author, tally.since(since),
+                                                     beneath), writes=True)
         if written is not None:
-            tally.committed.append((written.commit, len(items)))
+            tally.committed_own(written.commit, len(items))
             continue
         if left == 1:
             tally.skipped += len(items)  # every try lost: asking again reads the items afresh

@@ -195,17 +195,18 @@ class _Reads:
         statement, params = selecting
         (after, end), *others = self._ranges(scope, container)
         path = self._path
-        workers = [Worker.start(path, at, statement, params, start, stop, limit) for start, stop in others] \
+        bounded = scope == 0  # the baseline's pages are key ranges found in the index (sqlite_pages.pages)
+        workers = [Worker.start(path, at, statement, params, start, stop, limit, bounded) for start, stop in others] \
             if path is not None else []
         started = time.monotonic()
         try:
-            parts = [select_pages(self._db, statement, params, after, end, limit)]
+            parts = [select_pages(self._db, statement, params, after, end, limit, bounded)]
             # A worker's range is about as large as the one read here: one ten times as slow, and 10 s more, is stuck.
             patience = _WORKER_PATIENCE + _WORKER_PATIENCE * (time.monotonic() - started)
             for index, (start, stop) in enumerate(others):
                 answered = workers[index].result(patience) if workers else None
                 # A worker that could not answer: its range read here, on this snapshot.
-                parts.append(answered or select_pages(self._db, statement, params, start, stop, limit))
+                parts.append(answered or select_pages(self._db, statement, params, start, stop, limit, bounded))
         finally:
             for worker in workers:
                 worker.stop()
@@ -270,7 +271,8 @@ def _selecting(test: ItemTest, scope: int, container: str, at: int,
                cutoff: datetime | None) -> tuple[str, dict[str, Any]] | None:
     """The selection statement over at most ``:page`` records of the container past the key ``:after``
     (before ``:end``): one row of (records read, unreadable items, the expired items' names and marks
-    joined, the last record's key, records beneath the items)."""
+    joined, the last record's key, records beneath the items). In the baseline's view the last key is NULL:
+    its pages are key ranges found before (:func:`~retain.logd.sqlite_pages.pages`)."""
     beneath = container + SEP + "*" + SEP + "*"  # a key past an item's: a record beneath it
     params = {**cutoff_params(cutoff), "at": at, "cut": len(container) + 2, "beneath": beneath}
     row = compile_test(test, scope, "n.key", "n.value", prefix="s")  # over each version's own row
@@ -287,7 +289,7 @@ def _selecting(test: ItemTest, scope: int, container: str, at: int,
     # 'b'. The mark the guard takes back is the stamp.
     statement = (
         "SELECT count(*), total(class = 'u'), group_concat(CASE WHEN class = 'x' THEN substr(item_key, :cut) || "
-        "char(30) || s END, char(30)), max(item_key), total(class = 'b') "
+        f"char(30) || s END, char(30)), {_last_key(scope)}, total(class = 'b') "
         "FROM (SELECT item_key, s, CASE WHEN item_key GLOB :beneath THEN 'b' "
         f"ELSE {compiled.classify('s')} END AS class FROM ("
         f"SELECT n.key AS item_key, n.value AS item_value, {_newest(scope, 'n.')} AS version, {row.stamp} AS s "
@@ -297,6 +299,12 @@ def _selecting(test: ItemTest, scope: int, container: str, at: int,
 
 
 _TOMBSTONE, _KEPT, _UNREADABLE, _EXPIRED, _BENEATH = range(5)
+
+
+def _last_key(scope: int) -> str:
+    """The last record's key of a page: asked only where the page is not a key range found before (a scope's view,
+    whose records are two ranges of the index); ``max()`` of every record's key costs a copy of each."""
+    return "NULL" if scope == 0 else "max(item_key)"
 
 
 def _selecting_flat(compiled: CompiledTest, scope: int) -> str:
@@ -309,7 +317,7 @@ def _selecting_flat(compiled: CompiledTest, scope: int) -> str:
     code = (f"CASE WHEN n.kind = 0 THEN {_TOMBSTONE} WHEN n.key GLOB :beneath THEN {_BENEATH} "
             f"ELSE {compiled.classify(compiled.stamp, str(_UNREADABLE), str(_EXPIRED), str(_KEPT))} END")
     return (f"SELECT count(*), total(v & 7 = {_UNREADABLE}), group_concat(CASE WHEN v & 7 = {_EXPIRED} THEN "
-            f"substr(item_key, :cut) || char(30) || (v >> 3) END, char(30)), max(item_key), "
+            f"substr(item_key, :cut) || char(30) || (v >> 3) END, char(30)), {_last_key(scope)}, "
             f"total(v & 7 = {_BENEATH}) FROM ("
             f"SELECT n.key AS item_key, max({_version(scope, 'n.')} * 8 + {code}) AS v FROM nodes AS n "
             f"WHERE {_scopes(scope, 'n.')} AND n.key > :after AND n.key < :end AND n.rev <= :at GROUP BY n.key "
@@ -495,9 +503,10 @@ class SqliteBackend(_Reads):
         # about a tenth of its statement).
         params = {"names": '["' + '","'.join(name for name, _ in items) + '"]', "prefix": prefix, "at": at,
                   "rev": rev, "scope": scope}
-        if since is not None and items and self._unchanged(scope, prefix + items[0][0], prefix + items[-1][0],
-                                                           since, len(items)):
-            # Nothing in the items' span moved since their marks were read: every guard holds as it held then.
+        # Nothing committed since the marks were read (the pass's own deletes of other items aside: the caller says
+        # so by ``since``), or nothing in the items' span moved since: every guard holds as it held then.
+        if since is not None and items and (since == at or self._unchanged(
+                scope, prefix + items[0][0], prefix + items[-1][0], since, len(items))):
             held: int = self._db.execute("INSERT INTO nodes (scope, key, rev, kind, value) SELECT :scope, "
                                          ":prefix || b.value, :rev, 0, NULL FROM json_each(:names) AS b",
                                          params).rowcount

@@ -195,8 +195,10 @@ class Backend(Reads, Protocol):
         ``container`` whose guard (:class:`ItemTest`, against what the mark says was read) holds at ``at``, in
         ``scope``'s view, writing in ``scope``. Returns how many items' guards held: fewer than ``len(items)``
         means the caller must roll the transaction back. Only for items :meth:`select_items` (or
-        :meth:`reselect_items`) selected, in key order. ``since``: the commit the marks were read at -- a backend
-        may look first whether anything in the items' key span changed since (nothing did: every guard holds).
+        :meth:`reselect_items`) selected, in key order. ``since``: a commit at which the marks still say what the items
+        hold -- the one they were read at, or a later one when only the caller's own deletes of other items came
+        between. A backend may look first whether anything committed since, or changed in the items' key span since
+        (nothing did: every guard holds).
         ``beneath`` False: no record lay beneath the items at ``since``; a backend that finds nothing changed
         since may then leave out looking for them."""
 
