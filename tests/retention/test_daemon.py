@@ -327,13 +327,17 @@ class TestLibrary:
         assert report.removed_by == {FEED_KEY: 40} and redis_conn.xlen(FEED_KEY) == 10
 
     def test_config_fields_over_the_file(self, tmp_path, redis_server, redis_conn):
-        """The url field beats the file's; a bad replica name is refused when the config is made, before I/O."""
+        """The url field beats the file's; a bad replica name, or endpoints off loopback without tokens, are refused
+        when the config is made, before I/O."""
         dead = f"redis://127.0.0.1:{free_port()}/0"
         append(redis_conn, FEED_KEY, 20)
         policy = load_policy(str(write_policy(tmp_path, dead, FEED)))
         assert run_once(DaemonConfig(policy, url=redis_server.url)).removed_by == {FEED_KEY: 10}
         with pytest.raises(InvalidPolicy, match="name"):
             DaemonConfig(policy, replica="has space")
+        with pytest.raises(InvalidInput, match="refusing to serve 0.0.0.0 without tokens"):
+            DaemonConfig(policy, http=("0.0.0.0", 9464))
+        assert DaemonConfig(policy, http=("0.0.0.0", 9464), insecure=True).http == ("0.0.0.0", 9464)
 
     def test_a_malformed_url_names_its_source(self, tmp_path, redis_server):
         """A URL the client cannot parse is refused before any I/O, naming where it came from, never its password:

@@ -300,7 +300,7 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
     try:
         config = DaemonConfig(policy_file, url=url, tls=TlsFiles(tls_ca, tls_cert, tls_key), replica=replica_name,
                               http=address, readers=ops_tokens(ops_tokens_file, insecure, address),
-                              log_format=log_format)
+                              insecure=insecure, log_format=log_format)
     except InvalidPolicy as exc:
         raise click.BadParameter(str(exc).replace("[replicas] name", "the name"), param_hint="--replica") from None
     if dry_run:

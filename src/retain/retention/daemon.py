@@ -53,6 +53,7 @@ class DaemonConfig:
 
     Raises:
         InvalidPolicy: ``replica`` is not a valid replica name.
+        InvalidInput: ``http`` off loopback without ``readers`` (unless ``insecure``).
     """
 
     policy: PolicyFile
@@ -65,9 +66,15 @@ class DaemonConfig:
     http: tuple[str, int] | None = None
     #: the tokens that may read the endpoints (None: anyone who reaches the address)
     readers: Tokens | None = None
+    #: serve ``http`` off loopback without ``readers``: anyone who reaches it reads the metrics
+    insecure: bool = False
     log_format: str = "text"
 
     def __post_init__(self) -> None:
+        if self.http is not None:
+            from retain.wire import refuse_open  # the wire loads only for a daemon that serves its endpoints
+
+            refuse_open([self.http[0]], self.readers, self.insecure)
         if self.replica is not None:
             named = replace(self.policy.replicas, name=self.replica)  # checks the name
             object.__setattr__(self, "policy", replace(self.policy, replicas=named))
