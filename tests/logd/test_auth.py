@@ -257,6 +257,30 @@ class TestTls:
         with ServerThread(store, listen=("127.0.0.1", 0), tls=(str(cert), str(key))) as running:
             assert asyncio.run(talk(running.address)) == 1
 
+    def test_the_schedule_and_docd_reach_a_logd_over_tls(self, store, tmp_path):
+        """A logd whose listener speaks TLS is reached by the schedule (ScheduleConfig.tls, --tls-ca) and by docd
+        (DocdConfig.owner_tls, --owner-tls-ca) given its CA; without it, neither gets an answer."""
+        from retain.docd import DocdServer, parse_mounts
+        from retain.logd.schedule import parse_schedule
+        from retain.logd.schedule_daemon import ScheduleConfig, send_once
+        from retain.wire import ThreadedServer
+
+        cert, key = self_signed(tmp_path)
+        schedule = parse_schedule('every = "1h"\n[[rule]]\npath = "jobs.*"\nage = ".at"\nafter = "1d"\n')
+        with ServerThread(store, listen=("127.0.0.1", 0), tls=(str(cert), str(key))) as running:
+            where = "{}:{}".format(*running.address)
+            answer = send_once(ScheduleConfig(schedule, connect=where, tls=str(cert)))
+            assert answer["result"]["retain"]["deleted"] == 0, answer
+            with pytest.raises(ServerUnavailable):
+                send_once(ScheduleConfig(schedule, connect=where))
+            table = parse_mounts(f'logd = "{where}"\n')
+            for owner_tls, answered in ((str(cert), True), (None, False)):
+                path = str(tmp_path / f"docd-{answered}.sock")
+                with ThreadedServer(DocdServer(table, socket_path=path, owner_tls=owner_tls)):
+                    with Client(path) as client:
+                        got = client.request({"get": {"path": "jobs"}})
+                assert ("error" not in got or got["error"]["code"] == "not_found") is answered, got
+
     def test_tokens_in_clear_off_loopback_are_refused(self, tmp_path):
         """A non-loopback --listen with tokens and no TLS refuses to start, saying how to fix it; --insecure or
         TLS lets it."""

@@ -61,14 +61,18 @@ def _where(server: Any, socket_path: str | None) -> str:
               help="TOML token file of the callers docd accepts (docs/docd.md); docd enforces their permissions.")
 @click.option("--owner-token", envvar="RETAIN_OWNER_TOKEN", show_envvar=True,
               help="The secret docd presents to logd and every controller.")
+@click.option("--owner-tls-ca", type=click.Path(dir_okay=False), envvar="RETAIN_OWNER_TLS_CA", show_envvar=True,
+              help="CA bundle (PEM) of owners served over TLS (a logd given --tls-cert/--tls-key): docd then "
+                   "speaks TLS to every owner at a TCP address.")
 @click.option("--insecure", is_flag=True, help="Serve a non-loopback address without --tokens (anyone may write).")
 @click.option("--socket-mode", default="0600", show_default=True,
               help="Permission mode (octal) of the --socket file; whatever the umask.")
 @http_option
 @log_format_option
 def serve_command(mounts_file: str, logd_address: str | None, listen: str | None, socket_path: str | None,
-                  max_document_bytes: int, tokens_file: str | None, owner_token: str | None, insecure: bool,
-                  socket_mode: str, http: str | None, log_format: str) -> None:
+                  max_document_bytes: int, tokens_file: str | None, owner_token: str | None,
+                  owner_tls_ca: str | None, insecure: bool, socket_mode: str, http: str | None,
+                  log_format: str) -> None:
     """Serve docd: each request goes to the owner of its path.
 
     A retain request is split by owner, sent to every owner at once with one
@@ -81,6 +85,7 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
         retain docd serve --mounts mounts.toml
         retain docd serve --mounts mounts.toml --logd unix:/tmp/logd.sock --socket /tmp/docd.sock
         retain docd serve --mounts mounts.toml --tokens callers.toml --owner-token "$DOCD_SECRET"
+        retain docd serve --mounts mounts.toml --logd logd.internal:7420 --owner-tls-ca ca.pem
         retain docd serve --mounts mounts.toml --http 127.0.0.1:9467 --log-format json
     """
     from retain.cli.logd import server_security
@@ -92,8 +97,8 @@ def serve_command(mounts_file: str, logd_address: str | None, listen: str | None
     where = _stream_address(listen, socket_path, DEFAULT_LISTEN)
     tokens, _, mode = server_security(tokens_file, None, None, socket_mode)
     serve(DocdConfig(table, listen=where.get("listen"), socket_path=socket_path, max_document_bytes=max_document_bytes,
-                     tokens=tokens, owner_token=owner_token, insecure=insecure, socket_mode=mode, http=ops_address,
-                     log_format=log_format))
+                     tokens=tokens, owner_token=owner_token, owner_tls=owner_tls_ca, insecure=insecure,
+                     socket_mode=mode, http=ops_address, log_format=log_format))
 
 
 @docd.command("controller")

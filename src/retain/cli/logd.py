@@ -314,11 +314,13 @@ def retain_command(file: IO[str], address: str, author: str | None, scope: str |
 @click.option("--once", is_flag=True, help="Send one request now and exit (for cron); exit status 1 on an error.")
 @click.option("--token", envvar="RETAIN_TOKEN", show_envvar=True,
               help="The secret of a token with 'retain' to present (a logd served with --tokens needs one).")
+@click.option("--tls-ca", type=click.Path(dir_okay=False), envvar="RETAIN_TLS_CA", show_envvar=True,
+              help="CA bundle (PEM) of a logd served over TLS (--tls-cert/--tls-key): speak TLS to it.")
 @http_option
 @ops_tokens_options
 @log_format_option
-def schedule_command(policy_path: str, address: str | None, once: bool, token: str | None, http: str | None,
-                     ops_tokens_file: str | None, insecure: bool, log_format: str) -> None:
+def schedule_command(policy_path: str, address: str | None, once: bool, token: str | None, tls_ca: str | None,
+                     http: str | None, ops_tokens_file: str | None, insecure: bool, log_format: str) -> None:
     """Send the retain request of a TOML schedule to a logd on its beat.
 
     POLICY declares the beat (every), the rules and where logd is (see
@@ -332,6 +334,7 @@ def schedule_command(policy_path: str, address: str | None, once: bool, token: s
         retain logd schedule retain-jobs.toml
         retain logd schedule retain-jobs.toml --once --connect unix:/run/logd.sock
         retain logd schedule retain-jobs.toml --http 127.0.0.1:9466 --log-format json
+        retain logd schedule retain-jobs.toml --connect logd.internal:7420 --tls-ca ca.pem
     """
     from retain.logd.schedule import load_schedule
     from retain.logd.schedule_daemon import ScheduleConfig, run_scheduled, send_once
@@ -340,7 +343,7 @@ def schedule_command(policy_path: str, address: str | None, once: bool, token: s
     if http is not None and once:
         raise click.UsageError("--http serves a running schedule: drop --once")
     ops_address = http_address(http) if http is not None else None
-    config = ScheduleConfig(load_schedule(policy_path), connect=address, token=token, http=ops_address,
+    config = ScheduleConfig(load_schedule(policy_path), connect=address, token=token, tls=tls_ca, http=ops_address,
                             readers=ops_tokens(ops_tokens_file, insecure, ops_address), log_format=log_format)
     if not once:
         run_scheduled(config)

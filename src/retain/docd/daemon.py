@@ -17,7 +17,7 @@ from retain.docd.metrics import DocdMetrics, owners_check
 from retain.docd.server import DocdServer
 from retain.errors import InvalidInput
 from retain.ops import DashboardPage, Health, OpsServer
-from retain.wire import ThreadedServer, WireLimits, refuse_open
+from retain.wire import ClientTls, ThreadedServer, WireLimits, refuse_open
 
 if TYPE_CHECKING:
     from retain.docd.mounts import MountTable
@@ -48,6 +48,8 @@ class DocdConfig:
     tokens: Tokens | None = None
     #: the secret docd presents to logd and every controller
     owner_token: str | None = None
+    #: how docd reaches an owner over TCP that serves TLS: a CA file, True (the system's CAs), an SSLContext
+    owner_tls: ClientTls = None
     insecure: bool = False
     socket_mode: int = 0o600
     #: where to serve /healthz, /readyz, /metrics and the dashboard; None serves nothing
@@ -77,7 +79,8 @@ def serve(config: DocdConfig) -> None:
         services.append(ops_server)
     running = ThreadedServer(DocdServer(config.mounts, limits=WireLimits(max_bytes=config.max_document_bytes),
                                         tokens=config.tokens, owner_token=config.owner_token,
-                                        insecure=config.insecure, socket_mode=config.socket_mode, **where))
+                                        insecure=config.insecure, socket_mode=config.socket_mode,
+                                        owner_tls=config.owner_tls, **where))
     services.insert(0, running)  # /healthz answers once docd itself serves
     mounts = ", ".join(mount.name for mount in config.mounts.mounts) or "none"
 

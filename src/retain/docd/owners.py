@@ -17,6 +17,7 @@ from typing import Any
 from retain.docd.router import Fanout, Owner, answer_retain
 from retain.errors import LogdError, OwnerUnavailable, ServerUnavailable
 from retain.logd.client import AsyncClient
+from retain.wire import ClientTls
 from retain.wire.requests import answer_error
 
 __all__ = ["Call", "Owners", "fan_out"]
@@ -41,8 +42,10 @@ class Owners:
     an owner in the order sent; a watch gets a connection of its own.
     """
 
-    def __init__(self, timeout: float, *, token: str | None = None, observe: Observe | None = None) -> None:
+    def __init__(self, timeout: float, *, token: str | None = None, observe: Observe | None = None,
+                 tls: ClientTls = None) -> None:
         self.timeout, self.token, self.observe = timeout, token, observe  # token: docd's own, presented to every owner
+        self.tls = tls  # how to reach an owner over TCP: its CA (a Unix socket is local, in clear)
         self.author: str | None = None
         self.scope: str | None = None
         self._clients: dict[str, AsyncClient] = {}
@@ -129,7 +132,9 @@ class Owners:
         self._clients.clear()
 
     async def _connect(self, owner: Owner) -> AsyncClient:
-        return await AsyncClient.connect(owner.address, author=self.author, scope=self.scope, token=self.token)
+        tls = self.tls if isinstance(owner.address, tuple) else None
+        return await AsyncClient.connect(owner.address, author=self.author, scope=self.scope, token=self.token,
+                                         tls=tls)
 
 
 def _as_owner_error(owner: Owner, exc: BaseException, timeout: float) -> LogdError:

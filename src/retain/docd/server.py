@@ -28,7 +28,7 @@ from retain.docd.mounts import MountTable
 from retain.docd.owners import Observe, Owners, fan_out
 from retain.docd.router import Fanout, Forward, SessionChange, answer_forward, delta_from, route
 from retain.logd.verbs import authorize
-from retain.wire import Format, Tokens, WireLimits
+from retain.wire import ClientTls, Format, Tokens, WireLimits
 from retain.wire.connection import Link, Reply
 from retain.wire.framing import frame
 from retain.wire.requests import answer_result, parse_request
@@ -45,14 +45,17 @@ class DocdServer(StreamServer):
 
     ``clock`` gives the ``now`` of a retain request that names none, read once per request;
     ``observe(owner, outcome, seconds)``, when given, is called after every request sent to an owner
-    (the metrics' hook, :mod:`retain.docd.metrics`).
+    (the metrics' hook, :mod:`retain.docd.metrics`); ``owner_tls`` (a CA file, True, or an ``ssl.SSLContext``)
+    is how docd reaches an owner over TCP whose listener speaks TLS.
     """
 
     def __init__(self, table: MountTable, *, listen: HostPort | None = None, socket_path: str | None = None,
                  clock: Clock = utc_now, limits: WireLimits = WireLimits(), tokens: Tokens | None = None,
                  owner_token: str | None = None, insecure: bool = False,
-                 socket_mode: int = DEFAULT_SOCKET_MODE, observe: Observe | None = None) -> None:
+                 socket_mode: int = DEFAULT_SOCKET_MODE, observe: Observe | None = None,
+                 owner_tls: ClientTls = None) -> None:
         self.table, self.clock, self.owner_token, self.observe = table, clock, owner_token, observe
+        self.owner_tls = owner_tls
         super().__init__(lambda link: _Conversation(self, link), listen=listen, socket_path=socket_path,
                          limits=limits, tokens=tokens, insecure=insecure, socket_mode=socket_mode)
 
@@ -62,7 +65,8 @@ class _Conversation:
 
     def __init__(self, server: DocdServer, link: Link) -> None:
         self.server, self.link = server, link
-        self.owners = Owners(server.table.timeout, token=server.owner_token, observe=server.observe)
+        self.owners = Owners(server.table.timeout, token=server.owner_token, observe=server.observe,
+                             tls=server.owner_tls)
         if link.token is not None:
             self.owners.author = link.token.name
 

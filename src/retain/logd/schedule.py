@@ -50,6 +50,7 @@ from retain.errors import InvalidInput, InvalidPolicy, RetainError
 from retain.logd.client import Address, Client, parse_address
 from retain.logd.retain import RetainResult
 from retain.logd.retain_rules import RetainRequest, parse_retain
+from retain.wire import ClientTls
 from retain.wire.tags import from_plain
 
 __all__ = ["DEFAULT_RETRY", "RetainSchedule", "describe_answer", "load_schedule", "parse_schedule", "reasked",
@@ -140,10 +141,10 @@ def _numbered(message: str) -> str:
 
 
 def send_retain(address: Address, request: dict[str, Any], *, scope: str | None = None,
-                timeout: float = 600.0, token: str | None = None) -> dict[str, Any]:
-    """Send one retain request over a fresh connection (presenting ``token`` if given); the whole answer
-    (``result`` or ``error``)."""
-    with Client(address, scope=scope, timeout=timeout, token=token) as client:
+                timeout: float = 600.0, token: str | None = None, tls: ClientTls = None) -> dict[str, Any]:
+    """Send one retain request over a fresh connection (presenting ``token`` if given, over TLS with ``tls``);
+    the whole answer (``result`` or ``error``)."""
+    with Client(address, scope=scope, timeout=timeout, token=token, tls=tls) as client:
         return client.request(request)
 
 

@@ -22,7 +22,7 @@ from retain.logd.client import Address, parse_address
 from retain.logd.schedule import RetainSchedule, describe_answer, schedule_beat, send_retain
 
 if TYPE_CHECKING:
-    from retain.wire import Tokens
+    from retain.wire import ClientTls, Tokens
 
 __all__ = ["DEFAULT_CONNECT", "ScheduleConfig", "run_scheduled", "send_once"]
 
@@ -41,6 +41,8 @@ class ScheduleConfig:
     connect: str | None = None
     #: the secret of a token with ``retain`` (a logd served with tokens needs one)
     token: str | None = None
+    #: how to reach a logd whose listener speaks TLS: its CA file, True (the system's CAs), an SSLContext
+    tls: ClientTls = None
     #: where to serve /healthz, /readyz, /metrics and the dashboard; None serves nothing
     http: tuple[str, int] | None = None
     #: the tokens that may read the endpoints (None: anyone who reaches the address)
@@ -57,7 +59,8 @@ class ScheduleConfig:
 def send_once(config: ScheduleConfig) -> dict[str, Any]:
     """Send the request once now, with this machine's clock; the answer (an error answer included)."""
     schedule = config.schedule
-    return send_retain(config.address(), schedule.request_at(utc_now()), scope=schedule.scope, token=config.token)
+    return send_retain(config.address(), schedule.request_at(utc_now()), scope=schedule.scope, token=config.token,
+                       tls=config.tls)
 
 
 def run_scheduled(config: ScheduleConfig) -> None:
@@ -71,7 +74,7 @@ def run_scheduled(config: ScheduleConfig) -> None:
 
     def send(*args: Any, **options: Any) -> dict[str, Any]:
         sent[0] = time.perf_counter()
-        return send_retain(*args, token=config.token, **options)
+        return send_retain(*args, token=config.token, tls=config.tls, **options)
 
     def on_answer(now: datetime, answer: dict[str, Any]) -> None:
         summary = describe_answer(answer)
