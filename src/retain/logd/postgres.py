@@ -837,6 +837,11 @@ class PostgresBackend(_Reads):
                                f"serve it: restore it from a backup (`retain logd check --db URL` runs the full "
                                f"check)")
 
+    def group(self) -> contextlib.nullcontext[None]:
+        # Each transaction commits on its own: a group would hold the head row's lock, and every other server
+        # waiting on it, across all of them.
+        return contextlib.nullcontext()
+
     @contextmanager
     def reading(self, *, keep: bool = False) -> Iterator[_Reads]:
         kept: psycopg.Connection[Any] | None = getattr(self._kept, "db", None) if keep else None

@@ -10,7 +10,9 @@ version (:data:`SCHEMA_VERSION`), a store an older retain made is migrated at op
 is one index range scan, at the current commit and at an older one alike.
 
 Each commit is one ``BEGIN IMMEDIATE`` transaction: a process killed in the middle
-leaves the previous commit whole and nothing of the new one. ``secure_delete`` is
+leaves the previous commit whole and nothing of the new one. A server's writer commits the
+patches queued behind each other in one transaction (:meth:`SqliteBackend.group`), each in a
+savepoint of its own, and answers none of them before that transaction is durable. ``secure_delete`` is
 on so that versions compaction removes do not linger in free pages. No commit copies
 the WAL back into the database (``wal_autocheckpoint`` is off on the writer's
 connection): a thread with a connection of its own checkpoints after commits, at most
@@ -372,6 +374,8 @@ class SqliteBackend(_Reads):
         self._db.executescript(_SCHEMA)
         _migrate(self._db, self.path)
         self._statements: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
+        self._grouped = False  # inside group(): each transaction() is a savepoint of the group's
+        self._lost: BaseException | None = None  # what made SQLite roll the group's transaction back
         # A database only this connection sees (":memory:", "") cannot be read from another.
         self.reads_apart = self.path not in ("", ":memory:") and "mode=memory" not in self.path
         self._checkpoints: _Checkpointer | None = None
@@ -404,8 +408,40 @@ class SqliteBackend(_Reads):
                                f"the full check)")
 
     @contextmanager
+    def group(self) -> Iterator[None]:
+        """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` around several transactions: each one inside is a savepoint, so
+        that one that fails takes back only its own rows, and the group's commit syncs the file once for all."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StorageError(f"sqlite: {exc}") from exc
+        self._grouped, self._lost = True, None
+        try:
+            yield
+        except BaseException:
+            self._grouped = False
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        self._grouped = False
+        if self._lost is not None:
+            raise self._lost_error()
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise StorageError(f"sqlite: {exc}") from exc
+        if self._checkpoints is not None:
+            self._checkpoints.wake()
+
+    @contextmanager
     def transaction(self, ahead: ReadAhead | None = None) -> Iterator[None]:
         # ``ahead``: a read in this process costs no round trip; the store sends none (``local``).
+        if self._grouped:
+            with self._savepoint():
+                yield
+            return
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -422,6 +458,37 @@ class SqliteBackend(_Reads):
             raise StorageError(f"sqlite: {exc}") from exc
         if self._checkpoints is not None:
             self._checkpoints.wake()
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        """A transaction inside a :meth:`group`: on failure its own rows are taken back, the group's stay."""
+        if self._lost is not None:
+            raise self._lost_error()
+        try:
+            self._db.execute("SAVEPOINT write")
+        except sqlite3.Error as exc:
+            raise StorageError(f"sqlite: {exc}") from exc
+        try:
+            yield
+        except BaseException as exc:
+            if not self._db.in_transaction:
+                # An I/O error or a full disk makes SQLite roll the whole transaction back: the group is lost.
+                self._lost = exc
+                raise
+            try:
+                self._db.execute("ROLLBACK TO write")
+                self._db.execute("RELEASE write")
+            except sqlite3.Error as failed:
+                raise StorageError(f"sqlite: {failed}") from failed
+            raise
+        try:
+            self._db.execute("RELEASE write")
+        except sqlite3.Error as exc:
+            raise StorageError(f"sqlite: {exc}") from exc
+
+    def _lost_error(self) -> StorageError:
+        return StorageError(f"sqlite: the transaction this write shared with others was rolled back by the failure "
+                            f"of one of them ({self._lost}); nothing of it was stored")
 
     @contextmanager
     def reading(self, *, keep: bool = False) -> Iterator[_Reads]:

@@ -172,6 +172,10 @@ class Backend(Reads, Protocol):
         """One atomic, serialised write: every read inside sees the state it will commit over. ``ahead``: the
         first read it will make, which a backend may send with the lock."""
 
+    def group(self) -> AbstractContextManager[None]:
+        """Several :meth:`transaction` s inside as one durable unit where the backend can (one sync for all): each
+        one that fails takes back only its own writes. A backend that cannot commits each one alone."""
+
     def reading(self, *, keep: bool = False) -> AbstractContextManager[Reads]:
         """A snapshot to read from: every read through it sees the same commits. With :attr:`reads_apart` it
         is a connection of its own, used by one thread, while the writer goes on committing. ``keep``: the
