@@ -264,6 +264,16 @@ class _Reads:
         verify(key, row[2], row[1], row[3])
         return Row(key, row[0], row[1])
 
+    @_translated
+    def latest_of(self, scope: int, keys: Sequence[str], at: int) -> list[Row | None]:
+        found: dict[str, Row] = {}
+        for key, kind, value, rev, crc in self._conn().execute(
+                "SELECT DISTINCT ON (key) key, kind, value, rev, crc FROM nodes WHERE scope = %s AND key = ANY(%s) "
+                "AND rev <= %s ORDER BY key, rev DESC", (scope, list(keys), at)):
+            verify(key, rev, value, crc)
+            found[key] = Row(key, kind, value)
+        return [found.get(key) for key in keys]
+
     @_translated_iter
     def scan(self, scope: int, key: str, at: int, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
         extra = ""

@@ -155,20 +155,31 @@ class _Reads:
     """The reads of :class:`~retain.logd.storage.Reads` over one sqlite3 connection; ``path``: the file, for a
     snapshot's selection to hand key ranges to workers (None: it selects every range itself)."""
 
-    def __init__(self, db: sqlite3.Connection, path: str | None = None) -> None:
+    def __init__(self, db: sqlite3.Connection, path: str | None = None, head: tuple[int, float] | None = None) -> None:
         self._db = db
         self._path = path
+        self._head = head  # a snapshot's head, read as it began (it cannot move); None: read it each time
 
     @_translated
     def head(self) -> tuple[int, float]:
-        row = self._db.execute("SELECT number, time FROM commits ORDER BY number DESC LIMIT 1").fetchone()
-        return (row[0], row[1]) if row else (0, 0.0)
+        return self._head if self._head is not None else _head(self._db)
 
     @_translated
     def latest(self, scope: int, key: str, at: int) -> Row | None:
         row = self._db.execute(f"SELECT kind, {_VALUE_BYTES}, rev, crc FROM nodes WHERE scope = ? AND key = ? "
                                "AND rev <= ? ORDER BY rev DESC LIMIT 1", (scope, key, at)).fetchone()
         return Row(key, row[0], decoded(key, row[2], row[1], row[3])) if row else None
+
+    @_translated
+    def latest_of(self, scope: int, keys: Sequence[str], at: int) -> list[Row | None]:
+        # One statement of :meth:`latest`'s look-ups: each key's newest version is one step down the index (a
+        # max(rev) per key would read every version of a record that changes often).
+        one = (f"SELECT * FROM (SELECT key, kind, {_VALUE_BYTES}, crc, rev FROM nodes WHERE scope = ? AND key = ? "
+               "AND rev <= ? ORDER BY rev DESC LIMIT 1)")
+        rows = self._db.execute(" UNION ALL ".join([one] * len(keys)),
+                                [value for key in keys for value in (scope, key, at)])
+        found = {key: Row(key, kind, decoded(key, rev, data, crc)) for key, kind, data, crc, rev in rows}
+        return [found.get(key) for key in keys]
 
     @_translated_iter
     def scan(self, scope: int, key: str, at: int, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
@@ -261,6 +272,11 @@ class _Reads:
             ranges.append((start, first))
             start = before
         return [*ranges, (start, end)]
+
+
+def _head(db: sqlite3.Connection) -> tuple[int, float]:
+    row = db.execute("SELECT number, time FROM commits ORDER BY number DESC LIMIT 1").fetchone()
+    return (row[0], row[1]) if row else (0, 0.0)
 
 
 def _cores() -> int:
@@ -499,7 +515,7 @@ class SqliteBackend(_Reads):
         try:
             db = kept if kept is not None else self._reader()
             db.execute("BEGIN")
-            db.execute("SELECT 1 FROM commits LIMIT 1").fetchall()  # the snapshot starts at the first read
+            head = _head(db)  # the snapshot starts at the first read: the head it reads is its own for good
         except sqlite3.Error as exc:
             raise StorageError(f"sqlite: {exc}") from exc
         if keep and kept is None:
@@ -507,7 +523,7 @@ class SqliteBackend(_Reads):
             with self._kept_lock:
                 self._kept_all.append(db)
         try:
-            yield _Reads(db, self.path)
+            yield _Reads(db, self.path, head)
         finally:
             if keep:
                 with contextlib.suppress(sqlite3.Error):

@@ -130,6 +130,9 @@ class Reads(Protocol):
     def latest(self, scope: int, key: str, at: int) -> Row | None:
         """The newest version of one record in one scope at or before ``at`` (tombstones included)."""
 
+    def latest_of(self, scope: int, keys: Sequence[str], at: int) -> list[Row | None]:
+        """:meth:`latest` of each of ``keys``, in their order, in one read (a path's records on the way down)."""
+
     def scan(self, scope: int, key: str, at: int, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
         """Newest version at or before ``at`` of each record in ``key``'s subtree (itself included), in key
         order; with ``children`` only its direct children; with ``end``, of every record from ``key`` up to
