@@ -56,3 +56,14 @@ class TestPrefetch:
             assert store.session().on(reads).get("jobs.j1").value["status"] == "new"
         assert len(statements) == 5, statements
         store.close()
+
+    def test_a_small_patch_reads_its_path_in_one_statement(self, tmp_path):
+        """A patch of one leaf on the writer: begin, the head, the records down its path in one, the leaf's
+        subtree, its two inserts, commit (it was ten: a look-up per record on the way)."""
+        store = Store.open(str(tmp_path / "logd.sqlite3"))
+        store.session().patch([{"set": key, "value": value} for key, value in TREE.items()])
+        statements: list[str] = []
+        store.backend._db.set_trace_callback(statements.append)
+        store.session().patch([{"set": "jobs.j1.status", "value": "done"}])
+        assert len(statements) == 7, statements
+        store.close()

@@ -350,6 +350,8 @@ class Store:
                 ops = as_ops(where.records)
             draft = Draft(view, schema or self.schema, head + 1)
             ops = tuple(ops)  # type: ignore[arg-type]
+            for path in [path for path, _ in precondition] + [op.path for op in ops]:
+                view.prefetch(path)  # the records on the way down each place in one read, not one each
             draft.prefetch([path for path, _ in precondition] + [op.path for op in ops if isinstance(op, Delete)])
             draft.precondition(precondition, self.settings.read_budget)
             meta = None

@@ -102,15 +102,15 @@ class View:
         self._ahead: dict[str, Row | None] = {}  # records read ahead on the way down a path (prefetch)
 
     def prefetch(self, path: Path) -> None:
-        """Read the records on the way down to ``path`` in one read, before :func:`locate` asks for them one by
-        one (a get of ``jobs.j1`` read the root, ``jobs`` and ``j1`` in three statements). A read cache: the
-        view is at one commit, so what it holds stays true. The baseline's view only (a scope's reads two
-        scopes per record)."""
+        """Read the records on the way down to ``path`` (those not read ahead yet) in one read, before
+        :func:`locate` asks for them one by one (a get of ``jobs.j1`` read the root, ``jobs`` and ``j1`` in three
+        statements). A read cache: the view is at one commit, so what it holds stays true. The baseline's view
+        only (a scope's reads two scopes per record)."""
         if self.scope != BASELINE:
             return
-        keys = _keys_down(path)
+        keys = [key for key in _keys_down(path) if key not in self._ahead]
         if len(keys) > 1:
-            self._ahead = dict(zip(keys, self.backend.latest_of(BASELINE, keys, self.at), strict=True))
+            self._ahead.update(zip(keys, self.backend.latest_of(BASELINE, keys, self.at), strict=True))
 
     def _latest(self, key: str) -> Row | None:
         if key in self._ahead:
