@@ -28,14 +28,11 @@ class CountingGroups(SqliteBackend):
 
 
 class FailingWrite(SqliteBackend):
-    """A SQLite backend whose write of commit ``fail`` fails once after its rows are in (a disk error there)."""
-
-    fail = 0
+    """A SQLite backend whose write of any commit that sets ``b`` fails after its rows are in (a disk error)."""
 
     def write(self, record, rows, meta=None):
         super().write(record, rows, meta)
-        if record.number == self.fail:
-            self.fail = 0
+        if any(op.get("set") == "b" for op in record.ops or ()):
             raise StorageError("sqlite: disk I/O error (made by the test)")
 
 
@@ -57,12 +54,14 @@ class TestTogether:
         assert store.session().get().value == {"a": 4, "b": 2}
         assert [record.number for record in store.backend.commits(1, (0,))] == [1, 2, 3]
 
-    def test_a_write_failing_after_its_rows_takes_back_only_them(self, tmp_path):
-        """A write that fails after its rows went in (in its own savepoint) leaves none of them; the writes
-        before and after it commit, the one after taking the number it left free."""
+    def test_a_write_failing_after_its_rows_fails_alone(self, tmp_path):
+        """A write that fails after its rows went in loses the group, which runs its writes again one by one:
+        that write fails and leaves nothing; the writes before and after it commit, the one after taking the
+        number it left free, and listeners hear of each once."""
         backend = FailingWrite(str(tmp_path / "logd.sqlite3"))
-        backend.fail = 2
         store = Store(backend)
+        told: list[int] = []
+        store.listen(lambda record: told.append(record.number))
         session = store.session()
         outcomes = store.together([lambda: session.patch([{"set": "a", "value": 1}]),
                                    lambda: session.patch([{"set": "b", "value": 2}]),
@@ -72,6 +71,7 @@ class TestTogether:
         assert store.session().get().value == {"a": 1, "c": 3}
         assert [record.ops for record in backend.commits(1, (0,))] == [({"set": "a", "value": 1},),
                                                                       ({"set": "c", "value": 3},)]
+        assert told == [1, 2]
         store.close()
 
     def test_listeners_told_after_the_group_in_order(self, store):
@@ -107,9 +107,10 @@ class TestTogether:
         assert seen == [0]
         store.close()
 
-    def test_a_failed_group_fails_every_write(self, tmp_path):
-        """When the group's transaction is lost (SQLite rolls it back on a full disk), no write is answered as
-        committed, and nothing of it is stored."""
+    def test_a_lost_group_runs_again_one_by_one(self, tmp_path):
+        """When the group's transaction is lost (SQLite rolls it back on a full disk), its writes run again
+        alone: the small one commits, the ones that do not fit fail, and every write answered as committed is
+        stored, numbered without gaps."""
         store = Store.open(str(tmp_path / "logd.sqlite3"))
         session = store.session()
         session.patch([{"set": "small", "value": 1}])
@@ -119,6 +120,7 @@ class TestTogether:
         outcomes = store.together([lambda: session.patch([{"set": "a", "value": 1}])] +
                                   [lambda n=n: session.patch([{"set": f"big{n}", "value": big}]) for n in range(8)])
         committed = [outcome.value.commit for outcome in outcomes if outcome.error is None]
+        assert outcomes[0].value == Written(2)
         assert any(outcome.error is not None for outcome in outcomes)
         assert all(isinstance(outcome.error, StorageError) for outcome in outcomes if outcome.error is not None)
         # Whatever SQLite kept, every write answered as committed is there, numbered on from 2 without gaps.

@@ -11,8 +11,8 @@ is one index range scan, at the current commit and at an older one alike.
 
 Each commit is one ``BEGIN IMMEDIATE`` transaction: a process killed in the middle
 leaves the previous commit whole and nothing of the new one. A server's writer commits the
-patches queued behind each other in one transaction (:meth:`SqliteBackend.group`), each in a
-savepoint of its own, and answers none of them before that transaction is durable. ``secure_delete`` is
+patches queued behind each other in one transaction (:meth:`SqliteBackend.group`), and answers
+none of them before that transaction is durable. ``secure_delete`` is
 on so that versions compaction removes do not linger in free pages. No commit copies
 the WAL back into the database (``wal_autocheckpoint`` is off on the writer's
 connection): a thread with a connection of its own checkpoints after commits, at most
@@ -390,8 +390,8 @@ class SqliteBackend(_Reads):
         self._db.executescript(_SCHEMA)
         _migrate(self._db, self.path)
         self._statements: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
-        self._grouped = False  # inside group(): each transaction() is a savepoint of the group's
-        self._lost: BaseException | None = None  # what made SQLite roll the group's transaction back
+        self._grouped = False  # inside group(): each transaction() is part of the group's
+        self._lost: BaseException | None = None  # what failed after changing rows inside the group
         # A database only this connection sees (":memory:", "") cannot be read from another.
         self.reads_apart = self.path not in ("", ":memory:") and "mode=memory" not in self.path
         self._checkpoints: _Checkpointer | None = None
@@ -425,8 +425,13 @@ class SqliteBackend(_Reads):
 
     @contextmanager
     def group(self) -> Iterator[None]:
-        """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` around several transactions: each one inside is a savepoint, so
-        that one that fails takes back only its own rows, and the group's commit syncs the file once for all."""
+        """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` around several transactions, so that the group's commit syncs the
+        file once for all. A transaction inside that fails before it changed a row (a failed precondition, a
+        schema violation: the store checks before it writes) leaves the others as they are; one that fails after
+        (or makes SQLite roll everything back: a full disk) loses the group: the transactions after it are
+        refused at once and the group raises :class:`~retain.errors.StorageError`, nothing of it stored, for
+        the caller to run them one by one (:meth:`~retain.logd.store.Store.together`). No savepoint per
+        transaction: two more statements each, and each statement hands the GIL over."""
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -441,6 +446,8 @@ class SqliteBackend(_Reads):
             raise
         self._grouped = False
         if self._lost is not None:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise self._lost_error()
         try:
             self._db.execute("COMMIT")
@@ -455,7 +462,7 @@ class SqliteBackend(_Reads):
     def transaction(self, ahead: ReadAhead | None = None) -> Iterator[None]:
         # ``ahead``: a read in this process costs no round trip; the store sends none (``local``).
         if self._grouped:
-            with self._savepoint():
+            with self._in_group():
                 yield
             return
         try:
@@ -465,46 +472,34 @@ class SqliteBackend(_Reads):
         try:
             yield
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # a full disk or an I/O error has SQLite roll it back itself
+                self._db.execute("ROLLBACK")
             raise
         try:
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise StorageError(f"sqlite: {exc}") from exc
         if self._checkpoints is not None:
             self._checkpoints.wake()
 
     @contextmanager
-    def _savepoint(self) -> Iterator[None]:
-        """A transaction inside a :meth:`group`: on failure its own rows are taken back, the group's stay."""
+    def _in_group(self) -> Iterator[None]:
+        """A transaction inside a :meth:`group`: one that fails after changing rows loses the group."""
         if self._lost is not None:
             raise self._lost_error()
-        try:
-            self._db.execute("SAVEPOINT write")
-        except sqlite3.Error as exc:
-            raise StorageError(f"sqlite: {exc}") from exc
+        changes = self._db.total_changes
         try:
             yield
         except BaseException as exc:
-            if not self._db.in_transaction:
-                # An I/O error or a full disk makes SQLite roll the whole transaction back: the group is lost.
-                self._lost = exc
-                raise
-            try:
-                self._db.execute("ROLLBACK TO write")
-                self._db.execute("RELEASE write")
-            except sqlite3.Error as failed:
-                raise StorageError(f"sqlite: {failed}") from failed
+            if self._db.total_changes != changes or not self._db.in_transaction:
+                self._lost = exc  # its rows cannot be taken back alone
             raise
-        try:
-            self._db.execute("RELEASE write")
-        except sqlite3.Error as exc:
-            raise StorageError(f"sqlite: {exc}") from exc
 
     def _lost_error(self) -> StorageError:
-        return StorageError(f"sqlite: the transaction this write shared with others was rolled back by the failure "
-                            f"of one of them ({self._lost}); nothing of it was stored")
+        return StorageError(f"sqlite: the transaction this write shared with others failed in one of them "
+                            f"({self._lost}); nothing of it was stored")
 
     @contextmanager
     def reading(self, *, keep: bool = False) -> Iterator[_Reads]:

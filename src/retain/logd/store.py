@@ -204,26 +204,24 @@ class Store:
 
     def together(self, writes: Sequence[Callable[[], R]]) -> list[Outcome[R]]:
         """Run ``writes`` (each makes at most one commit through this store, as a patch does) in order as one
-        transaction of the backend (:meth:`~retain.logd.storage.Backend.group`): each one in a savepoint of its
-        own, so one that raises -- a failed precondition, a schema violation -- takes back only its own writes
-        and the others still commit, numbered one after the other; the backend syncs once for all of them.
-        Nothing is durable, and no listener told, before the whole group commits; when that commit fails,
-        every write fails with its error. Returns each write's :class:`Outcome`, in order."""
+        transaction of the backend (:meth:`~retain.logd.storage.Backend.group`), which syncs once for all of
+        them: each its own commit, numbered one after the other, and one that raises -- a failed precondition,
+        a schema violation -- fails alone. Nothing is durable, and no listener told, before the whole group
+        commits. When the group fails (a write failed after writing, or the commit did), nothing of it is
+        stored and the writes run again one by one, each in a transaction of its own: each outcome is then its
+        own, as if they had never been grouped. Returns each write's :class:`Outcome`, in order."""
         outcomes: list[Outcome[R]] = []
         held: list[CommitRecord] = []
         self._held = held
         try:
             with self.backend.group():
                 for write in writes:
-                    try:
-                        outcomes.append(Outcome(value=write()))
-                    except Exception as exc:  # that write's own failure, its own answer
-                        outcomes.append(Outcome(error=exc))
-        except Exception as exc:  # the group's transaction failed: none of it is durable
+                    outcomes.append(_outcome(write))
+        except Exception:  # the group is lost: none of it is durable, no one was told
             self._generation = -1  # a schema a write set went with it: read what is stored again
             self._revalidate()
-            return [outcome if outcome.error is not None else Outcome(error=exc) for outcome in outcomes] + \
-                [Outcome(error=exc)] * (len(writes) - len(outcomes))
+            self._held = None
+            return [_outcome(write) for write in writes]
         finally:
             self._held = None
         for record in held:
@@ -430,6 +428,13 @@ class Store:
                 listener(record)
             except Exception:  # the commit is durable already; a listener's failure must not undo the answer
                 log.exception("logd: commit listener failed on commit %d", record.number)
+
+
+def _outcome(write: Callable[[], R]) -> Outcome[R]:
+    try:
+        return Outcome(value=write())
+    except Exception as exc:  # that write's own failure, its own answer
+        return Outcome(error=exc)
 
 
 class _GuardFailed(Exception):
