@@ -6,8 +6,9 @@ runs on one thread, in the order it was submitted (:class:`Writer` is an
 a one-worker pool). Writes submitted with :meth:`Writer.submit_write` (patches) that queue up
 behind each other while the writer is busy are committed together when it comes to them
 (:meth:`~retain.logd.store.Store.together`): each its own commit, numbered one after the other,
-one failing its precondition failing alone, and one sync of the file for all of them. No future is resolved -- no answer goes out, no watcher hears of a
-commit -- before that sync: what was answered is as durable as one commit per transaction made it.
+one failing its precondition failing alone, and one sync of the file for all of them. No future
+is resolved -- no answer goes out, no watcher hears of a commit -- before that sync: what was
+answered is as durable as one commit per transaction made it.
 
 Why: with ``synchronous=full`` a commit's fsync takes milliseconds, and one transaction per patch
 made the writer spend most of its time waiting for the disk while the patches queued behind it
