@@ -40,9 +40,47 @@ while True:
 """
 
 
-def run_child(tmp_path: Path, stall: int) -> tuple[subprocess.Popen, Path, Path]:
+# The child commits 2 patches alone, then queues 5 behind a busy writer (Writer, as the server has it) so that
+# they commit as one group; it stops inside the group at commit STALL, after the patches before it in the group
+# were applied, and records every patch whose answer (its future) was resolved.
+GROUP_CHILD = r"""
+import sys, threading, time
+from pathlib import Path
+from retain.logd.sqlite import SqliteBackend
+from retain.logd.store import Store
+from retain.logd.writer import Writer
+
+db, flag, stall = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+answered = Path(sys.argv[2] + ".answered")
+
+class Stalling(SqliteBackend):
+    def write(self, record, rows, meta=None):
+        super().write(record, rows, meta)
+        if record.number == stall:
+            flag.write_text("inside")
+            time.sleep(120)
+
+store = Store(Stalling(db))
+session = store.session(author="child")
+writer = Writer(store)
+for number in (1, 2):
+    writer.submit_write(session.patch, [{"set": f"jobs.c{number}j{i}", "value": {"status": "done", "n": number}}
+                                        for i in range(50)]).result()
+release = threading.Event()
+writer.submit(release.wait)
+for number in range(3, 8):
+    future = writer.submit_write(session.patch, [{"set": f"jobs.c{number}j{i}", "value": {"status": "done",
+                                                                                         "n": number}}
+                                                 for i in range(50)])
+    future.add_done_callback(lambda done: answered.open("a").write(f"{done.result().commit}\n"))
+release.set()
+time.sleep(120)
+"""
+
+
+def run_child(tmp_path: Path, stall: int, code: str = CHILD) -> tuple[subprocess.Popen, Path, Path]:
     db, flag = tmp_path / "crash.sqlite3", tmp_path / "flag"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(flag), str(stall)])
+    child = subprocess.Popen([sys.executable, "-c", code, str(db), str(flag), str(stall)])
     return child, db, flag
 
 
@@ -89,3 +127,20 @@ class TestKilledMidCommit:
             head = raw.execute("SELECT coalesce(max(number), 0) FROM commits").fetchone()[0]
         assert head >= 3
         assert_whole(db, head=head)
+
+
+class TestKilledMidGroup:
+    def test_stalled_inside_a_group_commit(self, tmp_path):
+        """Killed inside a group of five patches, after two of them were applied: none of the group is stored,
+        none of them was answered, and the commits before it stand whole."""
+        child, db, flag = run_child(tmp_path, stall=5, code=GROUP_CHILD)
+        try:
+            wait_for(lambda: flag.exists() and flag.read_text() == "inside", "commit 5 began", 60.0, child=child,
+                     interval=0.01)
+        finally:
+            kill(child)
+        answered = Path(str(flag) + ".answered")
+        assert not answered.exists() or answered.read_text() == ""
+        assert_whole(db, head=2)
+        with Store.open(str(db)) as store:
+            assert store.session().patch([{"set": "after", "value": 1}]).commit == 3

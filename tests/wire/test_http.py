@@ -11,7 +11,7 @@ import pytest
 
 from retain.errors import NotFound
 from retain.wire import Format, WireLimits, load
-from retain.wire.http import http_app
+from retain.wire.http import _OneWrite, http_app
 from retain.wire.requests import answer_result
 
 
@@ -52,3 +52,52 @@ class TestHttpApp:
         """A refusal or a bug is an error answer with the status of its code; too large is 413."""
         answer = post(body, headers=headers)
         assert answer.status_code == status and load(answer.content)[0]["error"]["code"] == code
+
+
+class Recording:
+    """A transport that records each write (what the peer's socket would see as one send)."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class TestOneWrite:
+    def test_head_goes_with_the_body(self):
+        """A response's head and body leave in one write (uvicorn made two sends of every answer)."""
+        async def run() -> list[bytes]:
+            recording = Recording()
+            transport = _OneWrite(recording, asyncio.get_running_loop())
+            transport.write(b"HTTP/1.1 200 \r\ncontent-length: 2\r\n\r\n")
+            transport.write(b"{}")
+            transport.write(b"")  # h11's end of a sized message
+            await asyncio.sleep(0)
+            return recording.writes
+
+        assert asyncio.run(run()) == [b"HTTP/1.1 200 \r\ncontent-length: 2\r\n\r\n{}"]
+
+    def test_a_head_alone_leaves_when_the_loop_turns(self):
+        """A head whose body is not written at once is not held back; 100 Continue and a close are not either."""
+        async def run() -> tuple[list[bytes], list[bytes], bool]:
+            recording = Recording()
+            transport = _OneWrite(recording, asyncio.get_running_loop())
+            transport.write(b"HTTP/1.1 100 \r\n\r\n")
+            transport.write(b"HTTP/1.1 200 \r\n\r\n")
+            early = list(recording.writes)
+            await asyncio.sleep(0)
+            transport.write(b"HTTP/1.1 404 \r\n\r\n")
+            transport.close()
+            return early, recording.writes, recording.closed
+
+        early, writes, closed = asyncio.run(run())
+        assert early == [b"HTTP/1.1 100 \r\n\r\n"]
+        assert writes == [b"HTTP/1.1 100 \r\n\r\n", b"HTTP/1.1 200 \r\n\r\n", b"HTTP/1.1 404 \r\n\r\n"] and closed

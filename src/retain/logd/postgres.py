@@ -264,6 +264,16 @@ class _Reads:
         verify(key, row[2], row[1], row[3])
         return Row(key, row[0], row[1])
 
+    @_translated
+    def latest_of(self, scope: int, keys: Sequence[str], at: int) -> list[Row | None]:
+        found: dict[str, Row] = {}
+        for key, kind, value, rev, crc in self._conn().execute(
+                "SELECT DISTINCT ON (key) key, kind, value, rev, crc FROM nodes WHERE scope = %s AND key = ANY(%s) "
+                "AND rev <= %s ORDER BY key, rev DESC", (scope, list(keys), at)):
+            verify(key, rev, value, crc)
+            found[key] = Row(key, kind, value)
+        return [found.get(key) for key in keys]
+
     @_translated_iter
     def scan(self, scope: int, key: str, at: int, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
         extra = ""
@@ -836,6 +846,11 @@ class PostgresBackend(_Reads):
             raise StoreDamaged(f"the store {redacted(self.url)} is damaged ({'; '.join(problems)}); refusing to "
                                f"serve it: restore it from a backup (`retain logd check --db URL` runs the full "
                                f"check)")
+
+    def group(self) -> contextlib.nullcontext[None]:
+        # Each transaction commits on its own: a group would hold the head row's lock, and every other server
+        # waiting on it, across all of them.
+        return contextlib.nullcontext()
 
     @contextmanager
     def reading(self, *, keep: bool = False) -> Iterator[_Reads]:

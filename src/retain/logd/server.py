@@ -2,8 +2,9 @@
 
 The transports are :mod:`retain.wire`'s; this module gives them logd's conversation.
 One writer thread applies every request, from every connection, in arrival order
-(:class:`~concurrent.futures.ThreadPoolExecutor` with one worker: SQLite runs off the
-event loop, and nothing else writes the store). Each connection's requests are
+(:class:`~retain.logd.writer.Writer`: SQLite runs off the event loop, and nothing else writes
+the store); patches queued behind each other are committed in one transaction, each its own
+commit, and answered once it is durable (group commit). Each connection's requests are
 submitted to the writer as they arrive, without waiting for answers; the connection
 loop (:func:`~retain.wire.connection.serve_connection`) writes the answers back in request order.
 So a read sent behind a write on the same connection is applied after it and sees it.
@@ -68,7 +69,8 @@ from retain.logd.postgres import CommitFollower, PostgresBackend
 from retain.logd.steps import Step, drive_async
 from retain.logd.storage import CommitRecord
 from retain.logd.store import Delta, Session, Store, delta_for
-from retain.logd.verbs import Context, delta_document, handle, reads_only, staged, steps
+from retain.logd.verbs import Context, delta_document, grouped, handle, reads_only, staged, steps
+from retain.logd.writer import Writer
 from retain.wire import (
     ByteBudget,
     Format,
@@ -177,7 +179,7 @@ class _Conversation:
     def answer(self, request: Any, fmt: Format) -> Awaitable[Reply]:
         """Submit a plain request to the writer at once, unless it must wait for a staged one before it; a
         staged request waits for the one before it, then runs its steps."""
-        previous, loop = self._last, asyncio.get_running_loop()
+        previous = self._last
         answer: asyncio.Future[Reply]
         if reads_only(request) and self.server.reads_apart:
             # Beside the writer, once the request before it is answered; the next one waits for it.
@@ -189,7 +191,7 @@ class _Conversation:
             return answer
         queued = not staged(request) and (previous is None or previous.done() or self._last_queued)
         if queued:
-            answer = loop.run_in_executor(self.server.writer, self._apply, request, fmt)
+            answer = self.server.to_writer(grouped(request), self._apply, request, fmt)
         else:
             answer = asyncio.ensure_future(self._after(previous, request, fmt))
         self._last, self._last_queued = answer, queued
@@ -201,7 +203,7 @@ class _Conversation:
         if previous is not None:
             await asyncio.wait([previous])  # its outcome is its own answer's
         if not staged(request):
-            return await asyncio.get_running_loop().run_in_executor(self.server.writer, self._apply, request, fmt)
+            return await self.server.to_writer(grouped(request), self._apply, request, fmt)
         self.context.format = fmt
         return Reply(await self.server.run_steps(self.context, request))
 
@@ -261,7 +263,7 @@ class LogdServer:
         self.reads_apart = store.backend.reads_apart  # gets and lists on reader threads, beside the writer
         self.reads_inline = self.reads_apart and store.backend.local  # small ones on the loop (read_inline)
         self.budget = budget if budget is not None else ByteBudget()  # one for every transport
-        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logd-writer")
+        self.writer = Writer(store)
         self.readers = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="logd-reader")
         self._stream = (StreamServer(self._conversation, listen=listen, socket_path=socket_path, limits=limits,
                                      tokens=tokens, insecure=insecure, socket_mode=socket_mode,
@@ -336,6 +338,12 @@ class LogdServer:
         except Exception as exc:
             return answer_failure(exc)
 
+    def to_writer(self, together: bool, apply: Callable[..., R], *args: Any) -> asyncio.Future[R]:
+        """``apply(*args)`` on the writer, after everything submitted before; ``together``: a patch, committed in
+        one transaction with the patches queued beside it and answered once that is durable."""
+        submit = self.writer.submit_write if together else self.writer.submit
+        return asyncio.wrap_future(submit(apply, *args))
+
     def _conversation(self, link: Link) -> _Conversation:
         assert self._hub is not None, "connections arrive only once started"
         return _Conversation(self, self._hub, link)
@@ -376,7 +384,9 @@ class LogdServer:
                 return answered
             return await loop.run_in_executor(self.readers, self._read_http, request, fmt, author, grant)
         if not staged(request):
-            return await loop.run_in_executor(self.writer, self._apply_http, request, fmt, author, scope, grant)
+            # A scope header may make the scope, which is no part of a patch's commit: alone.
+            return await self.to_writer(grouped(request) and scope is None, self._apply_http, request, fmt, author,
+                                        scope, grant)
         session = await loop.run_in_executor(self.writer, partial(self.store.session, author, scope, maker=grant))
         return await self.run_steps(Context(self.store, session, format=fmt, grant=grant), request)
 

@@ -10,7 +10,9 @@ version (:data:`SCHEMA_VERSION`), a store an older retain made is migrated at op
 is one index range scan, at the current commit and at an older one alike.
 
 Each commit is one ``BEGIN IMMEDIATE`` transaction: a process killed in the middle
-leaves the previous commit whole and nothing of the new one. ``secure_delete`` is
+leaves the previous commit whole and nothing of the new one. A server's writer commits the
+patches queued behind each other in one transaction (:meth:`SqliteBackend.group`), and answers
+none of them before that transaction is durable. ``secure_delete`` is
 on so that versions compaction removes do not linger in free pages. No commit copies
 the WAL back into the database (``wal_autocheckpoint`` is off on the writer's
 connection): a thread with a connection of its own checkpoints after commits, at most
@@ -153,20 +155,31 @@ class _Reads:
     """The reads of :class:`~retain.logd.storage.Reads` over one sqlite3 connection; ``path``: the file, for a
     snapshot's selection to hand key ranges to workers (None: it selects every range itself)."""
 
-    def __init__(self, db: sqlite3.Connection, path: str | None = None) -> None:
+    def __init__(self, db: sqlite3.Connection, path: str | None = None, head: tuple[int, float] | None = None) -> None:
         self._db = db
         self._path = path
+        self._head = head  # a snapshot's head, read as it began (it cannot move); None: read it each time
 
     @_translated
     def head(self) -> tuple[int, float]:
-        row = self._db.execute("SELECT number, time FROM commits ORDER BY number DESC LIMIT 1").fetchone()
-        return (row[0], row[1]) if row else (0, 0.0)
+        return self._head if self._head is not None else _head(self._db)
 
     @_translated
     def latest(self, scope: int, key: str, at: int) -> Row | None:
         row = self._db.execute(f"SELECT kind, {_VALUE_BYTES}, rev, crc FROM nodes WHERE scope = ? AND key = ? "
                                "AND rev <= ? ORDER BY rev DESC LIMIT 1", (scope, key, at)).fetchone()
         return Row(key, row[0], decoded(key, row[2], row[1], row[3])) if row else None
+
+    @_translated
+    def latest_of(self, scope: int, keys: Sequence[str], at: int) -> list[Row | None]:
+        # One statement of :meth:`latest`'s look-ups: each key's newest version is one step down the index (a
+        # max(rev) per key would read every version of a record that changes often).
+        one = (f"SELECT * FROM (SELECT key, kind, {_VALUE_BYTES}, crc, rev FROM nodes WHERE scope = ? AND key = ? "
+               "AND rev <= ? ORDER BY rev DESC LIMIT 1)")
+        rows = self._db.execute(" UNION ALL ".join([one] * len(keys)),
+                                [value for key in keys for value in (scope, key, at)])
+        found = {key: Row(key, kind, decoded(key, rev, data, crc)) for key, kind, data, crc, rev in rows}
+        return [found.get(key) for key in keys]
 
     @_translated_iter
     def scan(self, scope: int, key: str, at: int, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
@@ -260,6 +273,11 @@ class _Reads:
             ranges.append((start, first))
             start = before
         return [*ranges, (start, end)]
+
+
+def _head(db: sqlite3.Connection) -> tuple[int, float]:
+    row = db.execute("SELECT number, time FROM commits ORDER BY number DESC LIMIT 1").fetchone()
+    return (row[0], row[1]) if row else (0, 0.0)
 
 
 def _cores() -> int:
@@ -380,6 +398,8 @@ class SqliteBackend(_Reads):
         self._db.executescript(_SCHEMA)
         _migrate(self._db, self.path)
         self._statements: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
+        self._grouped = False  # inside group(): each transaction() is part of the group's
+        self._lost: BaseException | None = None  # what failed after changing rows inside the group
         # A database only this connection sees (":memory:", "") cannot be read from another.
         self.reads_apart = self.path not in ("", ":memory:") and "mode=memory" not in self.path
         self._checkpoints: _Checkpointer | None = None
@@ -412,8 +432,47 @@ class SqliteBackend(_Reads):
                                f"the full check)")
 
     @contextmanager
+    def group(self) -> Iterator[None]:
+        """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` around several transactions, so that the group's commit syncs the
+        file once for all. A transaction inside that fails before it changed a row (a failed precondition, a
+        schema violation: the store checks before it writes) leaves the others as they are; one that fails after
+        (or makes SQLite roll everything back: a full disk) loses the group: the transactions after it are
+        refused at once and the group raises :class:`~retain.errors.StorageError`, nothing of it stored, for
+        the caller to run them one by one (:meth:`~retain.logd.store.Store.together`). No savepoint per
+        transaction: two more statements each, and each statement hands the GIL over."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StorageError(f"sqlite: {exc}") from exc
+        self._grouped, self._lost = True, None
+        try:
+            yield
+        except BaseException:
+            self._grouped = False
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        self._grouped = False
+        if self._lost is not None:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise self._lost_error()
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise StorageError(f"sqlite: {exc}") from exc
+        if self._checkpoints is not None:
+            self._checkpoints.wake()
+
+    @contextmanager
     def transaction(self, ahead: ReadAhead | None = None) -> Iterator[None]:
         # ``ahead``: a read in this process costs no round trip; the store sends none (``local``).
+        if self._grouped:
+            with self._in_group():
+                yield
+            return
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -421,15 +480,34 @@ class SqliteBackend(_Reads):
         try:
             yield
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # a full disk or an I/O error has SQLite roll it back itself
+                self._db.execute("ROLLBACK")
             raise
         try:
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise StorageError(f"sqlite: {exc}") from exc
         if self._checkpoints is not None:
             self._checkpoints.wake()
+
+    @contextmanager
+    def _in_group(self) -> Iterator[None]:
+        """A transaction inside a :meth:`group`: one that fails after changing rows loses the group."""
+        if self._lost is not None:
+            raise self._lost_error()
+        changes = self._db.total_changes
+        try:
+            yield
+        except BaseException as exc:
+            if self._db.total_changes != changes or not self._db.in_transaction:
+                self._lost = exc  # its rows cannot be taken back alone
+            raise
+
+    def _lost_error(self) -> StorageError:
+        return StorageError(f"sqlite: the transaction this write shared with others failed in one of them "
+                            f"({self._lost}); nothing of it was stored")
 
     @contextmanager
     def reading(self, *, keep: bool = False) -> Iterator[_Reads]:
@@ -440,7 +518,7 @@ class SqliteBackend(_Reads):
         try:
             db = kept if kept is not None else self._reader()
             db.execute("BEGIN")
-            db.execute("SELECT 1 FROM commits LIMIT 1").fetchall()  # the snapshot starts at the first read
+            head = _head(db)  # the snapshot starts at the first read: the head it reads is its own for good
         except sqlite3.Error as exc:
             raise StorageError(f"sqlite: {exc}") from exc
         if keep and kept is None:
@@ -448,7 +526,7 @@ class SqliteBackend(_Reads):
             with self._kept_lock:
                 self._kept_all.append(db)
         try:
-            yield _Reads(db, self.path)
+            yield _Reads(db, self.path, head)
         finally:
             if keep:
                 with contextlib.suppress(sqlite3.Error):

@@ -130,6 +130,9 @@ class Reads(Protocol):
     def latest(self, scope: int, key: str, at: int) -> Row | None:
         """The newest version of one record in one scope at or before ``at`` (tombstones included)."""
 
+    def latest_of(self, scope: int, keys: Sequence[str], at: int) -> list[Row | None]:
+        """:meth:`latest` of each of ``keys``, in their order, in one read (a path's records on the way down)."""
+
     def scan(self, scope: int, key: str, at: int, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
         """Newest version at or before ``at`` of each record in ``key``'s subtree (itself included), in key
         order; with ``children`` only its direct children; with ``end``, of every record from ``key`` up to
@@ -171,6 +174,10 @@ class Backend(Reads, Protocol):
     def transaction(self, ahead: ReadAhead | None = None) -> AbstractContextManager[None]:
         """One atomic, serialised write: every read inside sees the state it will commit over. ``ahead``: the
         first read it will make, which a backend may send with the lock."""
+
+    def group(self) -> AbstractContextManager[None]:
+        """Several :meth:`transaction` s inside as one durable unit where the backend can (one sync for all): each
+        one that fails takes back only its own writes. A backend that cannot commits each one alone."""
 
     def reading(self, *, keep: bool = False) -> AbstractContextManager[Reads]:
         """A snapshot to read from: every read through it sees the same commits. With :attr:`reads_apart` it

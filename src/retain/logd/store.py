@@ -22,7 +22,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from retain._fields import quoted
 from retain.clock import format_rfc3339, utc_now
@@ -42,10 +42,11 @@ from retain.logd.view import View, list_items, read_value
 from retain.wire import Token, check_author
 from retain.wire.tags import from_plain, to_plain
 
-__all__ = ["PRUNE_RECORDS", "Compaction", "Delta", "Listing", "Read", "ScopeInfo", "Session", "Store", "Written",
-           "delta_for"]
+__all__ = ["PRUNE_RECORDS", "Compaction", "Delta", "Listing", "Outcome", "Read", "ScopeInfo", "Session", "Store",
+           "Written", "delta_for"]
 
 Clock = Callable[[], datetime]
+R = TypeVar("R")
 log = logging.getLogger(__name__)
 
 #: records (a key in a scope, with all its versions) one step of a compaction prunes
@@ -86,6 +87,14 @@ class Delta:
 
 
 @dataclass(frozen=True, slots=True)
+class Outcome(Generic[R]):
+    """What one write of :meth:`Store.together` came to: its value, or the error it failed with."""
+
+    value: R | None = None
+    error: Exception | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ScopeInfo:
     name: str
     created: int
@@ -112,6 +121,7 @@ class Store:
         self._listeners: list[Callable[[CommitRecord], None]] = []
         self._published_up_to = self.head  # listeners have been told of every commit up to this one
         self._made_by: dict[str, set[str]] = {}  # token name -> the scopes it made here (some since dropped)
+        self._held: list[CommitRecord] | None = None  # inside together(): commits not yet durable, told after
 
     @classmethod
     def open(cls, target: str, *, settings: Settings | None = None, clock: Clock = utc_now) -> Store:
@@ -192,6 +202,32 @@ class Store:
                                     f"{self.settings.max_scopes_per_token}; drop one first")
             self._made_by[maker.name] = mine | {name}
         return self.backend.create_scope(name)
+
+    def together(self, writes: Sequence[Callable[[], R]]) -> list[Outcome[R]]:
+        """Run ``writes`` (each makes at most one commit through this store, as a patch does) in order as one
+        transaction of the backend (:meth:`~retain.logd.storage.Backend.group`), which syncs once for all of
+        them: each its own commit, numbered one after the other, and one that raises -- a failed precondition,
+        a schema violation -- fails alone. Nothing is durable, and no listener told, before the whole group
+        commits. When the group fails (a write failed after writing, or the commit did), nothing of it is
+        stored and the writes run again one by one, each in a transaction of its own: each outcome is then its
+        own, as if they had never been grouped. Returns each write's :class:`Outcome`, in order."""
+        outcomes: list[Outcome[R]] = []
+        held: list[CommitRecord] = []
+        self._held = held
+        try:
+            with self.backend.group():
+                for write in writes:
+                    outcomes.append(_outcome(write))
+        except Exception:  # the group is lost: none of it is durable, no one was told
+            self._generation = -1  # a schema a write set went with it: read what is stored again
+            self._revalidate()
+            self._held = None
+            return [_outcome(write) for write in writes]
+        finally:
+            self._held = None
+        for record in held:
+            self._published(record)
+        return outcomes
 
     def listen(self, listener: Callable[[CommitRecord], None]) -> None:
         """Call ``listener(record)`` after every commit is durable, once each and in commit order -- on a
@@ -309,10 +345,12 @@ class Store:
                     record = CommitRecord(head + 1, max(when, last_time), author or session.author,
                                           session.scope_id, tuple(bulk.applied), bulk.delta)
                     self.backend.write(record, bulk.rows)
-                    return self._published(record)
+                    return self._durable(record)
                 ops = as_ops(where.records)
             draft = Draft(view, schema or self.schema, head + 1)
             ops = tuple(ops)  # type: ignore[arg-type]
+            for path in [path for path, _ in precondition] + [op.path for op in ops]:
+                view.prefetch(path)  # the records on the way down each place in one read, not one each
             draft.prefetch([path for path, _ in precondition] + [op.path for op in ops if isinstance(op, Delete)])
             draft.precondition(precondition, self.settings.read_budget)
             meta = None
@@ -328,7 +366,7 @@ class Store:
             self.backend.write(record, draft.rows_to_write(), meta)
         if schema is not None:
             self.schema = schema
-        return self._published(record)
+        return self._durable(record)
 
     def _delete_items(self, session: Session, container: Path, items: Sequence[tuple[str, str]], test: ItemTest, *,
                       author: str | None, since: int | None = None, beneath: bool = True) -> Written | None:
@@ -361,6 +399,14 @@ class Store:
                 self.backend.write(record, ())
         except _GuardFailed:
             return None
+        return self._durable(record)
+
+    def _durable(self, record: CommitRecord) -> Written:
+        """A commit's number once its transaction ended: its listeners told now, or, inside :meth:`together`,
+        once the group's transaction is durable."""
+        if self._held is not None:
+            self._held.append(record)
+            return Written(record.number)
         return self._published(record)
 
     def _published(self, record: CommitRecord) -> Written:
@@ -383,6 +429,13 @@ class Store:
                 listener(record)
             except Exception:  # the commit is durable already; a listener's failure must not undo the answer
                 log.exception("logd: commit listener failed on commit %d", record.number)
+
+
+def _outcome(write: Callable[[], R]) -> Outcome[R]:
+    try:
+        return Outcome(value=write())
+    except Exception as exc:  # that write's own failure, its own answer
+        return Outcome(error=exc)
 
 
 class _GuardFailed(Exception):

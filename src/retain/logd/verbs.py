@@ -39,7 +39,7 @@ from retain.logd.store import Delta, Session, Store
 from retain.wire import Format, Token
 from retain.wire.requests import answer_result, parse_request
 
-__all__ = ["PERMISSION", "READS", "authorize", "reads_only", "STAGED", "VERBS", "Context", "Handler", "Staged", "Steps", "Subscribe", "delta_document", "handle",
+__all__ = ["GROUPED", "PERMISSION", "READS", "authorize", "grouped", "reads_only", "STAGED", "VERBS", "Context", "Handler", "Staged", "Steps", "Subscribe", "delta_document", "handle",
            "staged", "steps"]
 
 #: ``subscribe(session, prefix, backlog)``: a stream transport starts sending deltas after ``backlog``.
@@ -107,6 +107,17 @@ READS = ("get", "list")
 def reads_only(request: Any) -> bool:
     """Whether ``request`` only reads (a get or list); pure, so a transport may ask as it arrives."""
     return isinstance(request, dict) and len(request) == 1 and next(iter(request)) in READS
+
+
+#: the verbs that make at most one commit and change nothing else: a server may commit several together
+#: (:func:`grouped`, :mod:`retain.logd.writer`).
+GROUPED = ("patch",)
+
+
+def grouped(request: Any) -> bool:
+    """Whether ``request`` is a patch, which a server's writer may commit in one transaction with the patches
+    queued beside it; pure, so a transport may ask as it arrives."""
+    return isinstance(request, dict) and len(request) == 1 and next(iter(request)) in GROUPED
 
 
 def staged(request: Any) -> bool:

@@ -157,6 +157,7 @@ class _Guarded(H11Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.transport = _OneWrite(transport, self.loop)  # type: ignore[assignment]
         self._headers_due: asyncio.TimerHandle | None = None
         self._await_headers()
         self.conn.next_event = _bounded_head(self.conn.next_event)  # type: ignore[method-assign]
@@ -188,6 +189,41 @@ class _Guarded(H11Protocol):
         self._headers_due = None
         if self.cycle is None or self.cycle.response_complete:
             self.transport.close()
+
+
+class _OneWrite:
+    """A transport that sends a response's status line and headers with the first body bytes, in one write.
+
+    uvicorn writes the head and the body apart: two sends per answer, and in a server with other threads (logd's
+    writer) each send hands the GIL over and waits to get it back. The head is held until the next write, or
+    until the loop comes round once (a response whose body comes later still starts at once)."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport, self._loop = transport, loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        if self._held is not None:
+            data, self._held = self._held + data, None
+        elif data.startswith(b"HTTP/1.1 ") and not data.startswith(b"HTTP/1.1 1"):  # a head, not 100 Continue
+            self._held = data
+            self._loop.call_soon(self._flush)
+            return
+        if data:
+            self._transport.write(data)
+
+    def _flush(self) -> None:
+        if self._held is not None:
+            data, self._held = self._held, None
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def _bounded_head(next_event: Callable[[], Any]) -> Callable[[], Any]:

@@ -1,0 +1,151 @@
+"""The server's one writer thread, with group commit.
+
+Everything a server does to its store -- patches, sessions, watches, a retain's batches --
+runs on one thread, in the order it was submitted (:class:`Writer` is an
+:class:`~concurrent.futures.Executor`, so ``loop.run_in_executor(writer, ...)`` works as with
+a one-worker pool). Writes submitted with :meth:`Writer.submit_write` (patches) that queue up
+behind each other while the writer is busy are committed together when it comes to them
+(:meth:`~retain.logd.store.Store.together`): each its own commit, numbered one after the other,
+one failing its precondition failing alone, and one sync of the file for all of them. No future
+is resolved -- no answer goes out, no watcher hears of a commit -- before that sync: what was
+answered is as durable as one commit per transaction made it.
+
+Why: with ``synchronous=full`` a commit's fsync takes milliseconds, and one transaction per patch
+made the writer spend most of its time waiting for the disk while the patches queued behind it
+(`bench/logd_load.py`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+from retain.logd.store import Store
+
+__all__ = ["GROUP_WRITES", "Writer"]
+
+#: the most queued writes one transaction takes: a bound on what one failed sync fails, and on how long the
+#: first write of a group waits for the last
+GROUP_WRITES = 64
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class _Work:
+    run: Callable[[], Any]
+    future: Future[Any]
+    groups: bool  # a write that may share a transaction with the ones queued beside it
+
+
+class Writer(Executor):
+    """One thread running what is submitted in order; queued writes (:meth:`submit_write`) share a transaction.
+
+    Example:
+        >>> writer = Writer(store)
+        >>> writer.submit_write(session.patch, [{"set": "a", "value": 1}]).result().commit
+        1
+    """
+
+    def __init__(self, store: Store, *, group_writes: int = GROUP_WRITES, name: str = "logd-writer") -> None:
+        if type(group_writes) is not int or group_writes < 1:
+            raise ValueError(f"group_writes must be an int >= 1 (got {group_writes!r})")
+        self._store, self._most = store, group_writes
+        self._queue: deque[_Work | None] = deque()  # None: shut down once everything before it is done
+        self._ready = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Run ``fn(*args, **kwargs)`` on the writer, alone, after everything submitted before it."""
+        return self._put(partial(fn, *args, **kwargs), groups=False)
+
+    def submit_write(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Run ``fn(*args, **kwargs)`` -- at most one commit through the store -- on the writer after everything
+        submitted before it, in one transaction with the writes queued right beside it. Its future is resolved
+        once that transaction is durable (or failed)."""
+        return self._put(partial(fn, *args, **kwargs), groups=True)
+
+    def _put(self, run: Callable[[], T], *, groups: bool) -> Future[T]:
+        future: Future[T] = Future()
+        with self._ready:
+            if self._closed:
+                raise RuntimeError("cannot submit to the logd writer after it shut down")
+            self._queue.append(_Work(run, future, groups))
+            self._ready.notify()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking work; the writer finishes what was submitted (``cancel_futures``: what has not started
+        is cancelled instead), then ends. ``wait``: return once it has."""
+        with self._ready:
+            if not self._closed:
+                self._closed = True
+                if cancel_futures:
+                    for work in self._queue:
+                        if work is not None:
+                            work.future.cancel()
+                self._queue.append(None)
+                self._ready.notify()
+        if wait and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            batch = self._next()
+            if batch is None:
+                return
+            if len(batch) == 1 and not batch[0].groups:
+                _run_alone(batch[0])
+            else:
+                self._run_together(batch)
+
+    def _next(self) -> list[_Work] | None:
+        """The next work, and the writes queued right behind it when it is a write (up to the bound); None at
+        the end."""
+        with self._ready:
+            while not self._queue:
+                self._ready.wait()
+            first = self._queue.popleft()
+            if first is None:
+                return None
+            batch = [first]
+            while first.groups and self._queue and len(batch) < self._most:
+                following = self._queue[0]
+                if following is None or not following.groups:
+                    break
+                self._queue.popleft()
+                batch.append(following)
+            return batch
+
+    def _run_together(self, batch: list[_Work]) -> None:
+        started = [work for work in batch if work.future.set_running_or_notify_cancel()]
+        if not started:
+            return
+        try:
+            outcomes = self._store.together([work.run for work in started])
+        except BaseException as exc:  # the store could not even say what became of them: each fails with it
+            for work in started:
+                work.future.set_exception(exc)
+            return
+        for work, outcome in zip(started, outcomes, strict=True):
+            if outcome.error is not None:
+                work.future.set_exception(outcome.error)
+            else:
+                work.future.set_result(outcome.value)
+
+
+def _run_alone(work: _Work) -> None:
+    if not work.future.set_running_or_notify_cancel():
+        return
+    try:
+        result = work.run()
+    except BaseException as exc:  # the caller's to see, as a pool's worker hands it over
+        work.future.set_exception(exc)
+    else:
+        work.future.set_result(result)
