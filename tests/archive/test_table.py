@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import threading
 from datetime import timedelta
 
@@ -254,6 +255,20 @@ class TestStoreErrors:
         with pytest.raises(ArchiveAccessDenied) as caught:
             archive.watermark(stream)
         assert isinstance(caught.value, PermissionError) and caught.value.__cause__ is not None
+
+    @pytest.mark.parametrize("with_table", [True, False], ids=["a table", "no table yet"])
+    def test_a_local_directory_gone_is_unavailable(self, tmp_path, stream, with_table):
+        """A local archive whose directory was removed (a file left in its place) answers ArchiveUnavailable,
+        however fresh its snapshot: W was served from memory before (retain_archive_up stayed 1)."""
+        root = tmp_path / "archive"
+        archive = Archive(f"file://{root}")
+        if with_table:
+            archive.commit([advance(archive, stream, None, "1-0", "2-0")])
+        assert archive.watermark(stream) == (StreamId.parse("2-0") if with_table else None)
+        shutil.rmtree(root)
+        root.write_text("not a directory")
+        with pytest.raises(ArchiveUnavailable, match="is gone"):
+            archive.watermark(stream)
 
     def test_nothing_listening(self, stream):
         """An S3 endpoint nobody serves is ArchiveUnavailable, a ConnectionError, after the retries."""

@@ -78,6 +78,7 @@ from retain.errors import (
     ArchiveError,
     ArchiveFenced,
     ArchiveObjectMissing,
+    ArchiveUnavailable,
     InvalidInput,
 )
 from retain.ids import StreamId
@@ -336,6 +337,7 @@ class Archive:
 
     def _current(self) -> None:
         """Make the snapshot the latest: one existence check when it already is (see the module docstring)."""
+        self._require_local_root()
         self._detect()
         if self._format == 1:
             return
@@ -346,6 +348,14 @@ class Archive:
             return
         with self._lock, translate_errors(f"reading the table {self.location.table_uri!r}"):
             self._refresh()
+
+    def _require_local_root(self) -> None:
+        """A local archive whose directory is gone (removed, or a file in its place) answers no read: that is an
+        outage to report, not a table to keep serving from memory. One stat; on S3 the existence check of the next
+        commit is the request that fails."""
+        root = self.location.local_root
+        if root is not None and not root.is_dir():
+            raise ArchiveUnavailable(f"the archive directory {str(root)!r} is gone (it is not a directory)")
 
     def metadata(self) -> Any:
         """The snapshot's Delta metadata (id, name, description, partition columns, created time, properties).
