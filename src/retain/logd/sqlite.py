@@ -440,31 +440,19 @@ class SqliteBackend(_Reads):
         refused at once and the group raises :class:`~retain.errors.StorageError`, nothing of it stored, for
         the caller to run them one by one (:meth:`~retain.logd.store.Store.together`). No savepoint per
         transaction: two more statements each, and each statement hands the GIL over."""
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StorageError(f"sqlite: {exc}") from exc
+        self._begin()
         self._grouped, self._lost = True, None
         try:
             yield
         except BaseException:
             self._grouped = False
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
+            self._rollback()
             raise
         self._grouped = False
         if self._lost is not None:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
+            self._rollback()
             raise self._lost_error()
-        try:
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise StorageError(f"sqlite: {exc}") from exc
-        if self._checkpoints is not None:
-            self._checkpoints.wake()
+        self._commit()
 
     @contextmanager
     def transaction(self, ahead: ReadAhead | None = None) -> Iterator[None]:
@@ -473,21 +461,30 @@ class SqliteBackend(_Reads):
             with self._in_group():
                 yield
             return
+        self._begin()
+        try:
+            yield
+        except BaseException:
+            self._rollback()
+            raise
+        self._commit()
+
+    def _begin(self) -> None:
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise StorageError(f"sqlite: {exc}") from exc
-        try:
-            yield
-        except BaseException:
-            if self._db.in_transaction:  # a full disk or an I/O error has SQLite roll it back itself
-                self._db.execute("ROLLBACK")
-            raise
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:  # a full disk or an I/O error has SQLite roll it back itself
+            self._db.execute("ROLLBACK")
+
+    def _commit(self) -> None:
+        """COMMIT (rolled back and a StorageError if it fails), then wake the checkpointer."""
         try:
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
+            self._rollback()
             raise StorageError(f"sqlite: {exc}") from exc
         if self._checkpoints is not None:
             self._checkpoints.wake()
