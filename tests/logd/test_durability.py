@@ -12,10 +12,10 @@ from pathlib import Path
 from retain.logd import Store
 from tests.helpers.waiting import wait_for
 
-# The child writes patches of 50 jobs; at commit STALL it stops inside the transaction, after the rows
-# and the commit record are inserted but before COMMIT, says so through a file, and waits to be killed.
-CHILD = r"""
-import sys, time
+# A child's store stops inside the transaction at commit STALL, after the rows and the commit record are
+# inserted but before COMMIT, says so through a file, and waits to be killed.
+STALLING = r"""
+import sys, threading, time
 from pathlib import Path
 from retain.logd.sqlite import SqliteBackend
 from retain.logd.store import Store
@@ -31,6 +31,10 @@ class Stalling(SqliteBackend):
 
 store = Store(Stalling(db))
 session = store.session(author="child")
+"""
+
+# The child writes patches of 50 jobs until it stalls.
+CHILD = STALLING + r"""
 number = 0
 while True:
     number += 1
@@ -43,25 +47,10 @@ while True:
 # The child commits 2 patches alone, then queues 5 behind a busy writer (Writer, as the server has it) so that
 # they commit as one group; it stops inside the group at commit STALL, after the patches before it in the group
 # were applied, and records every patch whose answer (its future) was resolved.
-GROUP_CHILD = r"""
-import sys, threading, time
-from pathlib import Path
-from retain.logd.sqlite import SqliteBackend
-from retain.logd.store import Store
+GROUP_CHILD = STALLING + r"""
 from retain.logd.writer import Writer
 
-db, flag, stall = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 answered = Path(sys.argv[2] + ".answered")
-
-class Stalling(SqliteBackend):
-    def write(self, record, rows, meta=None):
-        super().write(record, rows, meta)
-        if record.number == stall:
-            flag.write_text("inside")
-            time.sleep(120)
-
-store = Store(Stalling(db))
-session = store.session(author="child")
 writer = Writer(store)
 for number in (1, 2):
     writer.submit_write(session.patch, [{"set": f"jobs.c{number}j{i}", "value": {"status": "done", "n": number}}
