@@ -72,7 +72,7 @@ class TestMarkedBlocks:
         run_the_app() was undefined, retain.toml and retain-jobs.toml never shown, the archive needed root)."""
         from tests.helpers.command import retain_env
         from tests.helpers.docs import marked_blocks, run_blocks
-        from tests.helpers.waiting import wait_for
+        from tests.helpers.waiting import accepts, wait_for
 
         blocks = marked_blocks(README)
         assert {block.name for block in blocks if block.kind == "file"} == {"retain.toml", "expire.yaml",
@@ -87,7 +87,7 @@ class TestMarkedBlocks:
                                  f"127.0.0.1:{port}"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         try:
-            wait_for(lambda: _accepts(f"127.0.0.1:{port}"), "logd to listen", child=logd)
+            wait_for(lambda: accepts(port), "logd to listen", child=logd)
             printed = "".join(run_blocks(blocks, work, env, redis_server.url))
         finally:
             logd.send_signal(signal.SIGTERM)
@@ -103,23 +103,13 @@ class TestPath:
         assert 'export PATH="$PWD/.venv/bin:$PATH"' in README.read_text()
 
 
-def _accepts(address: str) -> bool:
-    import socket
-    family = socket.AF_UNIX if address.startswith("/") else socket.AF_INET
-    target: object = address if address.startswith("/") else ("127.0.0.1", int(address.rsplit(":", 1)[1]))
-    with socket.socket(family) as probe:
-        try:
-            probe.connect(target)
-        except OSError:
-            return False
-    return True
 
 
 class TestDocdWalkthrough:
     def test_the_walkthrough_prints_what_the_readme_shows(self, tmp_path):
         """The README's docd walkthrough -- its mount file, its request, its commands (ports and the socket moved to
         free ones) -- prints exactly the answer the README shows, once logd has one finished job to age out."""
-        from tests.helpers.waiting import wait_for
+        from tests.helpers.waiting import accepts, wait_for
 
         text = README.read_text()
         section = text[text.index("### docd: one retain"):text.index("Your own tests can use")]
@@ -143,8 +133,8 @@ class TestDocdWalkthrough:
         servers = [subprocess.Popen(run + line[1:], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL) for line in lines[:3]]
         try:
-            for address in (f"127.0.0.1:{logd_port}", sock, f"127.0.0.1:{docd_port}"):
-                wait_for(lambda address=address: _accepts(address), f"a server on {address}")
+            for address in (int(logd_port), sock, int(docd_port)):
+                wait_for(lambda address=address: accepts(address), f"a server on {address}")
             patch = subprocess.run(run + ["logd", "request", "-", "--connect", f"127.0.0.1:{logd_port}"],
                                    input='{patch: {ops: [{set: jobs.j1, value: {status: done, '
                                          'updatedAt: "2026-09-01T00:00:00Z"}}]}}', cwd=tmp_path, env=env,

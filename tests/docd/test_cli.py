@@ -14,17 +14,7 @@ from click.testing import CliRunner
 
 from retain.cli import main
 from retain.servers import free_port
-
-
-def connectable(address) -> bool:
-    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.settimeout(1)
-        try:
-            probe.connect(address)
-        except OSError:
-            return False
-    return True
+from tests.helpers.waiting import accepts
 
 
 def start(args: list[str], address, processes: list[subprocess.Popen]) -> subprocess.Popen:
@@ -33,7 +23,7 @@ def start(args: list[str], address, processes: list[subprocess.Popen]) -> subpro
                                stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     processes.append(process)
     deadline = time.monotonic() + 30
-    while not connectable(address):
+    while not accepts(address):
         assert process.poll() is None, process.stderr.read().decode()
         assert time.monotonic() < deadline, f"retain {' '.join(args)} never listened"
         time.sleep(0.05)

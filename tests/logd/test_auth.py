@@ -24,7 +24,7 @@ from retain.wire import Tokens
 from tests.helpers.auth import SECRETS, token_file
 from tests.helpers.logd import LIMITS
 from tests.helpers.tls import self_signed
-from tests.helpers.waiting import wait_for
+from tests.helpers.waiting import accepts, wait_for
 
 
 @pytest.fixture
@@ -229,7 +229,7 @@ class TestTls:
         process = _serve(tmp_path, "--listen", f"127.0.0.1:{port}", "--tokens", str(token_file(tmp_path)),
                          "--tls-cert", str(cert), "--tls-key", str(key))
         try:
-            wait_for(lambda: _connectable(port), "logd to listen", child=process)
+            wait_for(lambda: accepts(port), "logd to listen", child=process)
             with Client(("127.0.0.1", port), token=SECRETS["writer"], tls=str(cert)) as client:
                 assert client.patch([{"set": "jobs.j1", "value": 1}]).commit == 1
             with pytest.raises(ServerUnavailable):
@@ -303,14 +303,6 @@ class TestTls:
             LogdServer(store, listen=("0.0.0.0", 0), tokens=tokens)
         LogdServer(store, listen=("0.0.0.0", 0), tokens=tokens, insecure=True)
         LogdServer(store, listen=("0.0.0.0", 0), tokens=tokens, tls=(str(cert), str(key)))
-
-
-def _connectable(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 class TestScopes:

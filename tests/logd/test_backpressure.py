@@ -20,7 +20,7 @@ from retain.servers import free_port
 from retain.wire import HttpTimeouts, StreamTimeouts, WireLimits, load
 from retain.wire.framing import Framer
 from retain.wire.sockets import StreamSockets
-from tests.helpers.waiting import wait_for
+from tests.helpers.waiting import accepts, wait_for
 
 BIG = "x" * 100_000  # a value whose answer fills socket buffers quickly
 
@@ -66,7 +66,7 @@ class TestBufferCap:
                                    "--db", str(tmp_path / "l.db"), "--listen", f"127.0.0.1:{port}", "--max-buffered-bytes", str(32 * 2**20)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            wait_for(lambda: _connectable(port), "logd to listen", child=server)
+            wait_for(lambda: accepts(port), "logd to listen", child=server)
             answers: list[dict] = []
             lock = threading.Lock()
 
@@ -93,14 +93,6 @@ class TestBufferCap:
         finally:
             server.terminate()
             server.wait(timeout=60)
-
-
-def _connectable(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 def _read_answer(sock: socket.socket) -> dict:

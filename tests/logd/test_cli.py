@@ -16,18 +16,17 @@ from retain.cli import main
 from retain.errors import LimitExceeded
 from retain.logd.client import Client
 from retain.servers import free_port
+from tests.helpers.waiting import accepts
 
 
 def wait_connectable(port: int, process: subprocess.Popen, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         assert process.poll() is None, process.stderr.read().decode()
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        if accepts(port):
             return
-        except OSError:
-            assert time.monotonic() < deadline, "logd serve never listened"
-            time.sleep(0.05)
+        assert time.monotonic() < deadline, "logd serve never listened"
+        time.sleep(0.05)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
 from retain.servers import PostgresServer
 from retain.servers._process import free_port
-from tests.helpers.waiting import wait_for
+from tests.helpers.waiting import accepts, wait_for
 from tests.logd.test_retain_race import EXPIRED, JOBS, NOW, RULE, WRITER, acknowledged
 
 #: A writer process: ``count`` patches of its own job names to the server at ``port``, each acknowledged write
@@ -73,14 +72,6 @@ with Client(("127.0.0.1", int(port)), timeout=600) as client, open(log_path, "a"
 """
 
 
-def connectable(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
 def spawn(*argv: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, *argv], env=dict(os.environ, PYTHONUNBUFFERED="1"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -98,7 +89,7 @@ class Servers:
         process = spawn("-c", "from retain.cli import main; main()", "logd", "serve", "--db", self.url,
                         "--listen", f"127.0.0.1:{port}")
         self.processes[port] = process
-        wait_for(lambda: connectable(port), what=f"logd on {port}", timeout=60.0, child=process)
+        wait_for(lambda: accepts(port), what=f"logd on {port}", timeout=60.0, child=process)
         return port
 
     def kill(self, port: int) -> None:
