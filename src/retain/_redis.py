@@ -32,8 +32,11 @@ import redis.sentinel
 from retain._fields import PERCENT_ENCODING, redacted_url, redis_url_problem
 from retain.errors import AuthenticationError, InvalidInput, RetainError, ServerError, ServerUnavailable, WrongTypeError
 
-__all__ = ["REDIS_ERRORS", "SENTINEL_SCHEMES", "AsyncRedisLike", "RedisLike", "TlsFiles", "as_retain_error",
+__all__ = ["DEFAULT_REDIS_URL", "REDIS_ERRORS", "SENTINEL_SCHEMES", "AsyncRedisLike", "RedisLike", "TlsFiles", "as_retain_error",
            "redis_client", "translate_errors"]
+
+#: where retain connects when nothing names a Redis (a command's --url, a policy file, $RETAIN_REDIS_URL)
+DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 
 #: the URL schemes that name a service behind Sentinel
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")

@@ -9,13 +9,11 @@ from typing import Any
 
 import click
 
-from retain._redis import TlsFiles, redis_client
+from retain._redis import DEFAULT_REDIS_URL, TlsFiles, redis_client
 from retain.clock import parse_rfc3339
 from retain.errors import InvalidInput, RetainError
 
 __all__ = ["RedisTarget", "RetainGroup", "connect", "parse_instant", "redis_url_option", "tls_options"]
-
-DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 
 
 class RetainGroup(click.Group):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from retain._redis import RedisLike, TlsFiles, redis_client, translate_errors
+from retain._redis import DEFAULT_REDIS_URL, RedisLike, TlsFiles, redis_client, translate_errors
 from retain.clock import utc_now
 from retain.daemon import Service, run_daemon
 from retain.errors import InvalidInput, ServerUnavailable
@@ -39,10 +39,7 @@ if TYPE_CHECKING:
     from retain.retention.report import SweepReport
     from retain.wire import Tokens
 
-__all__ = ["DEFAULT_REDIS_URL", "DaemonConfig", "connect", "dry_run", "run", "run_once", "sharing"]
-
-#: where the daemon connects when neither the config, the policy file nor $RETAIN_REDIS_URL says
-DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+__all__ = ["DaemonConfig", "connect", "dry_run", "run", "run_once", "sharing"]
 
 log = logging.getLogger("retain.daemon")
 
