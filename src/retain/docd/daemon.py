@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from retain.daemon import run_daemon
 from retain.docd.metrics import DocdMetrics, owners_check
 from retain.docd.server import DocdServer
-from retain.errors import InvalidInput
 from retain.ops import DashboardPage, Health, OpsServer
 from retain.wire import ClientTls, ThreadedServer, WireLimits, refuse_open
+from retain.wire.sockets import listen_address
 
 if TYPE_CHECKING:
     from retain.docd.mounts import MountTable
@@ -57,10 +57,7 @@ class DocdConfig:
     log_format: str = "text"
 
     def __post_init__(self) -> None:
-        if self.listen is not None and self.socket_path is not None:
-            raise InvalidInput("docd serves on one address: give listen (HOST, PORT) or socket_path, not both")
-        if self.socket_path is None and self.listen is None:
-            object.__setattr__(self, "listen", DEFAULT_LISTEN)
+        object.__setattr__(self, "listen", listen_address(self.listen, self.socket_path, DEFAULT_LISTEN, "docd"))
         refuse_open([self.listen[0] if self.listen else None, self.http[0] if self.http else None], self.tokens,
                     self.insecure)
 

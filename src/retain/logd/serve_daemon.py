@@ -22,6 +22,7 @@ from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
 from retain.logd.store import Store
 from retain.wire import ByteBudget, HttpTimeouts, StreamTimeouts, WireLimits, refuse_clear, refuse_open, server_context
+from retain.wire.sockets import listen_address
 
 if TYPE_CHECKING:
     from retain.wire import Tokens
@@ -64,11 +65,7 @@ class ServeConfig:
     log_format: str = "text"
 
     def __post_init__(self) -> None:
-        if self.listen is not None and self.socket_path is not None:
-            raise InvalidInput("logd serves its stream on one address: give listen (HOST, PORT) or socket_path, "
-                               "not both")
-        if self.listen is None and self.socket_path is None:
-            object.__setattr__(self, "listen", DEFAULT_LISTEN)
+        object.__setattr__(self, "listen", listen_address(self.listen, self.socket_path, DEFAULT_LISTEN, "logd"))
         if not 0 <= self.socket_mode <= 0o777:
             raise InvalidInput(f"socket_mode: a permission mode such as 0o600 (got {self.socket_mode:#o})")
         hosts = [self.listen[0] if self.listen else None, self.http[0] if self.http else None]

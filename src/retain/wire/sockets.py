@@ -30,10 +30,23 @@ from typing import Any
 
 from retain.errors import InvalidInput, ServerStartError
 
-__all__ = ["DEFAULT_SOCKET_MODE", "HostPort", "StreamSockets", "bind_unix_socket", "binding", "set_nodelay"]
+__all__ = ["DEFAULT_SOCKET_MODE", "HostPort", "StreamSockets", "bind_unix_socket", "binding", "listen_address",
+           "set_nodelay"]
 
 HostPort = tuple[str, int]  # a TCP address: (host, port)
 DEFAULT_SOCKET_MODE = 0o600
+
+
+def listen_address(listen: HostPort | None, socket_path: str | None, default: HostPort, server: str) -> HostPort | None:
+    """The TCP address a ``server`` streams on: ``listen``, else ``default`` unless it is given a Unix socket.
+
+    Raises:
+        InvalidInput: both ``listen`` and ``socket_path``.
+    """
+    if listen is not None and socket_path is not None:
+        raise InvalidInput(f"{server} serves its stream on one address: give listen (HOST, PORT) or socket_path, "
+                           "not both")
+    return default if listen is None and socket_path is None else listen
 
 
 @contextlib.contextmanager
