@@ -46,3 +46,10 @@ class TestListStreams:
         redis_conn.set("d", "x")
         assert list_streams(redis_conn) == ["a", "b", "c:x"]
         assert list_streams(redis_conn, "c:*") == ["c:x"]
+
+    def test_a_key_that_is_no_text_is_left_out(self, redis_conn):
+        """A stream whose key is not UTF-8 is left out, as a pattern's rescan leaves it out (it raised
+        UnicodeDecodeError, and `retain streams ls` ended in a traceback)."""
+        redis_conn.xadd("a", {"a": "1"})
+        redis_conn.xadd(b"\xff\xfe", {"a": "1"})
+        assert list_streams(redis_conn) == ["a"]

@@ -17,25 +17,24 @@ matched, made into the policy a beat applies.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from retain import durations
 from retain._redis import AsyncRedisLike, RedisLike
-from retain.errors import InvalidPolicy, InvalidStreamName
+from retain.errors import InvalidPolicy
 from retain.retention.groups import Protect
+from retain.streams.inspect import SCAN_COUNT, stream_keys
 from retain.streams.keys import MAX_RAW_KEY_LENGTH, RawKey
 from retain.windows import Limits, MaxAge, MaxBytes, MaxLen, MinId
 
-__all__ = ["DEFAULT_RESCAN", "StreamPattern", "expand", "keys_of"]
+__all__ = ["DEFAULT_RESCAN", "StreamPattern", "expand"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RESCAN = timedelta(minutes=1)
-#: keys SCAN looks at per call: a rescan of a million keys is about a thousand round trips
-SCAN_COUNT = 1000
 
 
 @dataclass(frozen=True)
@@ -76,25 +75,12 @@ class StreamPattern:
         return StreamPolicy(RawKey(key), self.window, self.archive, self.protect)
 
 
-def keys_of(answer: Iterable[Any]) -> list[str]:
-    """The keys a scan found, as text; a key that is not UTF-8 or not a usable raw key is left out."""
-    found = []
-    for key in answer:
-        try:
-            text = key.decode() if isinstance(key, bytes) else str(key)
-            RawKey(text)
-        except (UnicodeDecodeError, InvalidStreamName):
-            continue
-        found.append(text)
-    return found
-
-
 def scan(conn: RedisLike, pattern: StreamPattern) -> list[str]:
     """The keys of the streams matching ``pattern`` now (``SCAN … MATCH … TYPE stream``, every master)."""
     from retain._redis import translate_errors
 
     with translate_errors():
-        return keys_of(conn.scan_iter(match=pattern.pattern, count=SCAN_COUNT, _type="stream"))
+        return stream_keys(conn.scan_iter(match=pattern.pattern, count=SCAN_COUNT, _type="stream"))
 
 
 async def ascan(conn: AsyncRedisLike, pattern: StreamPattern) -> list[str]:
@@ -102,7 +88,7 @@ async def ascan(conn: AsyncRedisLike, pattern: StreamPattern) -> list[str]:
     from retain._redis import translate_errors
 
     with translate_errors():
-        return keys_of([key async for key in conn.scan_iter(match=pattern.pattern, count=SCAN_COUNT,
+        return stream_keys([key async for key in conn.scan_iter(match=pattern.pattern, count=SCAN_COUNT,
                                                               _type="stream")])
 
 

@@ -14,17 +14,19 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from retain._redis import RedisLike, translate_errors
-from retain.errors import ServerError, WrongTypeError
+from retain.errors import InvalidStreamName, ServerError, WrongTypeError
 from retain.ids import StreamId
+from retain.streams.keys import RawKey
 
-__all__ = ["GroupInfo", "StreamInfo", "list_streams", "stream_info"]
+__all__ = ["SCAN_COUNT", "GroupInfo", "StreamInfo", "list_streams", "stream_info", "stream_keys"]
 
-#: keys SCAN looks at per call (as a pattern's rescan does)
+#: keys SCAN looks at per call, here and in a pattern's rescan: a million keys are about a thousand round trips
 SCAN_COUNT = 1000
 
 
@@ -90,9 +92,23 @@ def _field(answer: dict[Any, Any], name: str) -> Any:
 
 
 def list_streams(conn: RedisLike, pattern: str = "*") -> list[str]:
-    """The keys of the streams matching the glob ``pattern``, sorted (keys of other types are skipped)."""
+    """The keys of the streams matching the glob ``pattern``, sorted (keys of other types are skipped, and keys
+    :func:`stream_keys` leaves out)."""
     with translate_errors():
-        return sorted({_text(key) for key in conn.scan_iter(match=pattern, count=SCAN_COUNT, _type="stream")})
+        return sorted(set(stream_keys(conn.scan_iter(match=pattern, count=SCAN_COUNT, _type="stream"))))
+
+
+def stream_keys(answer: Iterable[Any]) -> list[str]:
+    """The keys a scan found, as text; a key that is not UTF-8 or not a usable raw key is left out."""
+    found = []
+    for key in answer:
+        try:
+            text = key.decode() if isinstance(key, bytes) else str(key)
+            RawKey(text)
+        except (UnicodeDecodeError, InvalidStreamName):
+            continue
+        found.append(text)
+    return found
 
 
 def stream_info(conn: RedisLike, key: str, *, now: datetime) -> StreamInfo:
