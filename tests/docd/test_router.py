@@ -322,8 +322,6 @@ class TestAnswerRetain:
         {"result": {"retain": {"rules": [{"deleted": 1}, {"deleted": 0}]}}},
         {"result": {"retain": {"commit": 1, "rules": ["x", {"deleted": 0}]}}},
         {"result": {"get": {}}},
-        {"error": "boom"},
-        "not a map",
     ])
     def test_an_answer_docd_cannot_read_fails_that_owner(self, answer):
         """A malformed answer is that owner's storage_error (or its error as sent); it is never half-read."""

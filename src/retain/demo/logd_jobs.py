@@ -7,7 +7,6 @@ from __future__ import annotations
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -19,6 +18,7 @@ from retain.logd.server import ServerThread
 from retain.logd.settings import Settings
 from retain.servers import RedisServer
 from retain.wire import AutoId, dump_braced, load
+from retain.wire.requests import Answer
 
 __all__ = ["logd_jobs"]
 
@@ -104,7 +104,7 @@ def logd_jobs(server: RedisServer | None, console: Console, *, store_url: str | 
         console.out(note, highlight=False)
 
 
-def _retain(writer: Client, watcher: Client) -> tuple[dict[str, Any], list[str]]:
+def _retain(writer: Client, watcher: Client) -> tuple[Answer, list[str]]:
     """Two jobs whose stamps no clock can read, then the request; its deletes are ordinary commits."""
     writer.patch([{"set": "jobs.legacy1", "value": {"status": "done", "updatedAt": 1789200000}},
                   {"set": "jobs.legacy2", "value": {"status": "canceled", "updatedAt": "2026-09-01"}}])

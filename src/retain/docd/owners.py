@@ -12,24 +12,24 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from retain.docd.router import Fanout, Owner, answer_retain
 from retain.errors import LogdError, OwnerUnavailable, ServerUnavailable
+from retain.logd.answers import DeltaBody
 from retain.logd.client import AsyncClient
 from retain.wire import ClientTls
-from retain.wire.requests import answer_error
+from retain.wire.requests import Answer, Body, answer_error
 
 __all__ = ["Call", "Owners", "fan_out"]
 
 #: ``call(owner, request) -> answer document``; never raises for the owner's trouble.
-Call = Callable[[Owner, dict[str, Any]], Awaitable[dict[str, Any]]]
+Call = Callable[[Owner, Body], Awaitable[Answer]]
 #: ``observe(owner name, outcome, seconds)`` after each call: outcome ``ok``, or the answer's error code
 #: (``unavailable`` for an owner that could not be reached or did not answer in time)
 Observe = Callable[[str, str, float], None]
 
 
-async def fan_out(plan: Fanout, call: Call) -> dict[str, Any]:
+async def fan_out(plan: Fanout, call: Call) -> Answer:
     """Send every owner its request at once, wait for all of them, answer the rules in the order sent."""
     answers = await asyncio.gather(*(call(sent.owner, sent.request) for sent in plan.requests))
     return answer_retain(plan, {sent.owner.name: answer for sent, answer in zip(plan.requests, answers, strict=True)})
@@ -51,7 +51,7 @@ class Owners:
         self._clients: dict[str, AsyncClient] = {}
         self._watches: list[tuple[AsyncClient, asyncio.Task[None]]] = []
 
-    async def call(self, owner: Owner, request: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, owner: Owner, request: Body) -> Answer:
         """Send ``request`` to ``owner`` and return its answer; an owner down is an ``unavailable`` answer."""
         if self.observe is None:
             return await self._call(owner, request)
@@ -62,7 +62,7 @@ class Owners:
                      time.perf_counter() - started)
         return answer
 
-    async def _call(self, owner: Owner, request: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, owner: Owner, request: Body) -> Answer:
         client = self._clients.get(owner.name)
         if client is not None and client.closed:  # the owner closed it while idle: nothing was sent on it
             del self._clients[owner.name]
@@ -80,9 +80,9 @@ class Owners:
                 await _quietly_close(client)
             return answer_error(_as_owner_error(owner, exc, self.timeout))
 
-    async def watch(self, owner: Owner, request: dict[str, Any],
-                    deliver: Callable[[dict[str, Any]], None], ended: Callable[[], None]
-                    ) -> tuple[dict[str, Any], Callable[[], None] | None]:
+    async def watch(self, owner: Owner, request: Body,
+                    deliver: Callable[[DeltaBody], None], ended: Callable[[], None]
+                    ) -> tuple[Answer, Callable[[], None] | None]:
         """Start a watch on a connection of its own: its answer, and a function that starts the delta pump.
 
         ``deliver(delta)`` gets each delta the owner sends; ``ended()`` is called if the

@@ -15,6 +15,7 @@ the rules' lines carry no commas, as in docs/docd.md. Any other answer is one fl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -30,7 +31,7 @@ def _flow(value: Any) -> str:
     return text.strip().removesuffix("...").strip()
 
 
-def render_answer(answer: dict[str, Any]) -> str:
+def render_answer(answer: Mapping[str, object]) -> str:
     """An answer document as docs/logd-retain.md writes it (a retain result one rule per line), ending in a newline."""
     result = answer.get("result") if isinstance(answer, dict) else None
     retain = result.get("retain") if isinstance(result, dict) else None

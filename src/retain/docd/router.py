@@ -34,10 +34,11 @@ from retain._fields import Where
 from retain.clock import format_rfc3339
 from retain.docd.mounts import LOGD, Mount, MountTable
 from retain.errors import InvalidInput, InvalidRequest, InvalidRetain, StorageError, Unsupported
+from retain.logd.answers import DeltaBody
 from retain.logd.client import Address
 from retain.logd.paths import ROOT, Field, Path, Wild, check_key, parse
 from retain.logd.retain_rules import parse_retain
-from retain.wire.requests import answer_error, parse_request
+from retain.wire.requests import Answer, Body, ErrorAnswer, ErrorDetail, answer_error, answer_result, parse_request
 
 __all__ = ["ROUTED", "Fanout", "Forward", "Owner", "OwnerRequest", "Plan", "RuleRoute", "SessionChange",
            "answer_forward", "answer_retain", "delta_from", "route"]
@@ -81,7 +82,7 @@ class Forward:
 
     verb: str
     owner: Owner
-    request: dict[str, Any]
+    request: Body
     #: the mounts beneath the place asked about, which the owner did not answer for
     under: tuple[str, ...] = ()
 
@@ -99,7 +100,7 @@ class OwnerRequest:
     """The one retain request an owner is sent: its rules, relative to its mount, in the order sent."""
 
     owner: Owner
-    request: dict[str, Any]
+    request: Body
 
 
 @dataclass(frozen=True)
@@ -258,7 +259,7 @@ _PLANNERS: dict[str, Callable[[dict[str, Any], MountTable, datetime], Plan]] = {
 # -- answers ------------------------------------------------------------------------------------
 
 
-def answer_forward(plan: Forward, answer: dict[str, Any]) -> dict[str, Any]:
+def answer_forward(plan: Forward, answer: Answer) -> Answer:
     """The owner's answer to a forwarded request, as docd's caller gets it.
 
     An error passes through as the owner said it. A result gains ``owner`` (whose
@@ -267,20 +268,20 @@ def answer_forward(plan: Forward, answer: dict[str, Any]) -> dict[str, Any]:
     """
     if "error" in answer:
         return answer
-    result = (answer.get("result") or {}).get(plan.verb)
-    if not isinstance(result, dict):
+    result = answer["result"].get(plan.verb)
+    if result is None:
         return answer_error(StorageError(f"{plan.owner.name} answered {plan.verb} with something docd cannot "
                                          f"read: {_brief(answer)}"))
     result = dict(result)
-    if plan.verb == "watch" and isinstance(result.get("path"), str):
-        result["path"] = plan.owner.absolute(result["path"])
+    if plan.verb == "watch" and isinstance(path := result.get("path"), str):
+        result["path"] = plan.owner.absolute(path)
     result["owner"] = plan.owner.name
     if plan.under:
         result["under"] = list(plan.under)
-    return {"result": {plan.verb: result}}
+    return answer_result(plan.verb, result)
 
 
-def delta_from(owner: Owner, delta: dict[str, Any]) -> dict[str, Any]:
+def delta_from(owner: Owner, delta: DeltaBody) -> dict[str, dict[str, object]]:
     """A delta an owner sent a watch, with the caller's paths and the owner's name."""
     ops = [{name: owner.absolute(value) if name in _OP_VERBS and isinstance(value, str) else value
             for name, value in op.items()} if isinstance(op, dict) else op for op in delta.get("ops", ())]
@@ -295,7 +296,7 @@ class _Failed(Exception):
         self.error = {"code": code, "message": message}
 
 
-def answer_retain(plan: Fanout, answers: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+def answer_retain(plan: Fanout, answers: Mapping[str, Answer]) -> Answer:
     """Put the owners' answers (owner name -> answer document) back into one, rules in the order sent.
 
     Each rule carries what its owner said of it, then ``owner``; a rule a controller ran also
@@ -307,7 +308,7 @@ def answer_retain(plan: Fanout, answers: Mapping[str, dict[str, Any]]) -> dict[s
     counts: dict[str, int] = {}
     for rule in plan.rules:
         counts[rule.owner] = counts.get(rule.owner, 0) + 1
-    ran: dict[str, dict[str, Any]] = {}
+    ran: dict[str, Mapping[str, Any]] = {}
     failed: dict[str, dict[str, str]] = {}
     for sent in plan.requests:
         name = sent.owner.name
@@ -318,7 +319,7 @@ def answer_retain(plan: Fanout, answers: Mapping[str, dict[str, Any]]) -> dict[s
     if not ran:
         first = failed[plan.requests[0].owner.name]
         message = "; ".join(f"{name}: {error['message']}" for name, error in failed.items())
-        return {"error": {"code": first["code"], "message": f"nothing ran: {message}"}}
+        return ErrorAnswer(error=ErrorDetail(code=first["code"], message=f"nothing ran: {message}"))
     rules = []
     for rule in plan.rules:
         entry: dict[str, Any] = {"path": rule.path}
@@ -338,16 +339,14 @@ def answer_retain(plan: Fanout, answers: Mapping[str, dict[str, Any]]) -> dict[s
         result["commit"] = ran[LOGD]["commit"]
     result["deleted"] = sum(rule.get("deleted", 0) for rule in rules if rule["owner"] in ran)
     result["rules"] = rules
-    return {"result": {"retain": result}}
+    return answer_result("retain", result)
 
 
-def _retain_result(owner: str, answer: Any, count: int) -> dict[str, Any]:
+def _retain_result(owner: str, answer: Answer, count: int) -> Mapping[str, Any]:
     """The retain result an owner answered, checked; :class:`_Failed` if it did not run or made no sense."""
-    if isinstance(answer, dict) and "error" in answer:
-        error = answer["error"] if isinstance(answer["error"], dict) else {}
-        return _fail(str(error.get("code", "storage_error")), str(error.get("message", "an error without a message")))
-    body = (answer.get("result") if isinstance(answer, dict) else None) or {}
-    result = body.get("retain")
+    if "error" in answer:
+        return _fail(answer["error"]["code"], answer["error"]["message"])
+    result = answer["result"].get("retain")
     rules = result.get("rules") if isinstance(result, dict) else None
     if not isinstance(result, dict) or not isinstance(rules, list) or len(rules) != count or not all(isinstance(rule, dict) for rule in rules):
         return _fail("storage_error", f"{owner} answered a retain result docd cannot read (expected {count} "

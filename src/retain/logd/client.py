@@ -27,17 +27,20 @@ import asyncio
 import socket
 import ssl
 from collections import deque
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from retain.errors import LOGD_ERRORS, Compacted, InvalidInput, LogdError, ServerUnavailable
+from retain.logd.answers import DeltaBody, WatchResult
 from retain.logd.store import Listing, Read, Written
 from retain.wire import ClientTls, Format, WireLimits, client_context, load
 from retain.wire.bounds import TooLarge
 from retain.wire.framing import Framer, frame
+from retain.wire.requests import Answer, ErrorAnswer, as_answer
 
 __all__ = ["Address", "AsyncClient", "Client", "error_from", "parse_address"]
 
+Q = TypeVar("Q")  # what a queue of the connection holds: answers, or a watch's deltas
 Address = tuple[str, int] | str  # (host, port), or the path of a Unix socket
 
 
@@ -62,11 +65,10 @@ def _tls_for(address: Address, tls: ClientTls) -> ssl.SSLContext | None:
     return context
 
 
-def error_from(answer: dict[str, Any]) -> LogdError:
+def error_from(answer: ErrorAnswer) -> LogdError:
     """The exception an ``{error: {code, message}}`` answer stands for."""
-    error = answer.get("error") or {}
-    cls = LOGD_ERRORS.get(str(error.get("code")), LogdError)
-    message = error.get("message", "logd answered an error without a message")
+    cls = LOGD_ERRORS.get(answer["error"]["code"], LogdError)
+    message = answer["error"]["message"]
     return cls(message) if cls is not Compacted else Compacted(message)
 
 
@@ -76,10 +78,10 @@ class _Base:
     def __init__(self, fmt: Format, limits: WireLimits) -> None:
         self.fmt, self.limits = fmt, limits
         self.framer = Framer(limits.max_bytes)
-        self.answers: deque[dict[str, Any]] = deque()
-        self.deltas: deque[dict[str, Any]] = deque()  # {commit, author, time, ops} from watches
+        self.answers: deque[Answer] = deque()
+        self.deltas: deque[DeltaBody] = deque()  # {commit, author, time, ops} from watches
 
-    def _encode(self, request: dict[str, Any]) -> bytes:
+    def _encode(self, request: Mapping[str, object]) -> bytes:
         return frame(request, self.fmt)
 
     def _take(self, data: bytes) -> None:
@@ -87,17 +89,19 @@ class _Base:
             if isinstance(document, TooLarge):
                 raise LogdError(f"logd sent a document of {document.size} bytes, over {self.limits.max_bytes}")
             value, _ = load(document, WireLimits(max_bytes=self.limits.max_bytes, max_depth=10_000))
-            if isinstance(value, dict) and "delta" in value:
+            if isinstance(value, dict) and isinstance(value.get("delta"), dict):
                 self.deltas.append(value["delta"])
             else:
-                self.answers.append(value)
+                self.answers.append(as_answer(value))
 
     @staticmethod
-    def _result(verb: str, answer: dict[str, Any]) -> dict[str, Any]:
+    def _result(verb: str, answer: Answer) -> dict[str, Any]:
         if "error" in answer:
             raise error_from(answer)
-        result: dict[str, Any] = answer["result"][verb]
-        return result
+        result = answer["result"].get(verb)
+        if result is None:
+            raise LogdError(f"logd answered {sorted(answer['result'])} to a {verb} request")
+        return dict(result)
 
     @staticmethod
     def _body(**fields: Any) -> dict[str, Any]:
@@ -140,14 +144,14 @@ class Client(_Base):
     def close(self) -> None:
         self.sock.close()
 
-    def send(self, request: dict[str, Any]) -> None:
+    def send(self, request: Mapping[str, object]) -> None:
         """Send one request without waiting for its answer (pipelining)."""
         try:
             self.sock.sendall(self._encode(request))
         except OSError as exc:
             raise ServerUnavailable(f"logd connection broke: {exc}") from exc
 
-    def _fill(self, queue: deque[dict[str, Any]]) -> dict[str, Any]:
+    def _fill(self, queue: deque[Q]) -> Q:
         while not queue:
             try:
                 data = self.sock.recv(65536)
@@ -158,19 +162,19 @@ class Client(_Base):
             self._take(data)
         return queue.popleft()
 
-    def receive(self) -> dict[str, Any]:
+    def receive(self) -> Answer:
         """The next answer, whole (``{result: ...}`` or ``{error: ...}``); deltas meanwhile go to ``deltas``."""
         return self._fill(self.answers)
 
-    def next_delta(self) -> dict[str, Any]:
+    def next_delta(self) -> DeltaBody:
         """The next delta of a watch: ``{commit, author, time, ops}``."""
         return self._fill(self.deltas)
 
-    def request(self, request: dict[str, Any]) -> dict[str, Any]:
+    def request(self, request: Mapping[str, object]) -> Answer:
         self.send(request)
         return self.receive()
 
-    def pipeline(self, requests: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    def pipeline(self, requests: Iterable[Mapping[str, object]]) -> list[Answer]:
         """Send every request, then read every answer, in order."""
         sent = 0
         for request in requests:
@@ -195,9 +199,9 @@ class Client(_Base):
         result = self.call("list", path=path, at=at)
         return Listing(result["commit"], result["items"])
 
-    def watch(self, path: str | None = None, *, first: int | None = None) -> dict[str, Any]:
+    def watch(self, path: str | None = None, *, first: int | None = None) -> WatchResult:
         """Subscribe this connection; deltas then arrive through :meth:`next_delta`."""
-        return self.call("watch", path=path, from_=first)
+        return _watched(self.call("watch", path=path, from_=first))
 
 
 class AsyncClient(_Base):
@@ -251,14 +255,14 @@ class AsyncClient(_Base):
         except ConnectionError:
             pass
 
-    async def send(self, request: dict[str, Any]) -> None:
+    async def send(self, request: Mapping[str, object]) -> None:
         self.writer.write(self._encode(request))
         try:
             await self.writer.drain()
         except ConnectionError as exc:
             raise ServerUnavailable(f"logd connection broke: {exc}") from exc
 
-    async def _fill(self, queue: deque[dict[str, Any]]) -> dict[str, Any]:
+    async def _fill(self, queue: deque[Q]) -> Q:
         while not queue:
             data = await self.reader.read(65536)
             if not data:
@@ -266,17 +270,17 @@ class AsyncClient(_Base):
             self._take(data)
         return queue.popleft()
 
-    async def receive(self) -> dict[str, Any]:
+    async def receive(self) -> Answer:
         return await self._fill(self.answers)
 
-    async def next_delta(self) -> dict[str, Any]:
+    async def next_delta(self) -> DeltaBody:
         return await self._fill(self.deltas)
 
-    async def request(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, request: Mapping[str, object]) -> Answer:
         await self.send(request)
         return await self.receive()
 
-    async def pipeline(self, requests: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def pipeline(self, requests: Iterable[Mapping[str, object]]) -> list[Answer]:
         sent = 0
         for request in requests:
             await self.send(request)
@@ -298,5 +302,13 @@ class AsyncClient(_Base):
         result = await self.call("list", path=path, at=at)
         return Listing(result["commit"], result["items"])
 
-    async def watch(self, path: str | None = None, *, first: int | None = None) -> dict[str, Any]:
-        return await self.call("watch", path=path, from_=first)
+    async def watch(self, path: str | None = None, *, first: int | None = None) -> WatchResult:
+        return _watched(await self.call("watch", path=path, from_=first))
+
+
+def _watched(result: dict[str, Any]) -> WatchResult:
+    """A watch's result, checked: ``{path, from, commit}`` (the server's :class:`~retain.logd.answers.WatchResult`)."""
+    if not (isinstance(result.get("path"), str) and type(result.get("from")) is int
+            and type(result.get("commit")) is int):
+        raise LogdError(f"logd answered a watch with {sorted(result)}, not {{path, from, commit}}")
+    return WatchResult({"path": result["path"], "from": result["from"], "commit": result["commit"]})

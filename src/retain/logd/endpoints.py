@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from retain.ops import DashboardPage, Health, LogdPanel, beat_check
 if TYPE_CHECKING:
     from retain.logd.metrics import LogdMetrics
     from retain.logd.store import Store
+    from retain.wire.requests import Answer
 
 __all__ = ["ScheduleOps", "logd_page", "logd_readiness"]
 
@@ -80,18 +81,16 @@ class ScheduleOps:
         self.health.check("beat", beat_check(lambda: self._last, tick=every))
         self.health.check("logd", lambda: self._error)
 
-    def answered(self, now: datetime, answer: dict[str, Any], summary: str, seconds: float) -> None:
-        error = answer.get("error")
-        self.beats.labels("ok" if error is None else "error").inc()
+    def answered(self, now: datetime, answer: Answer, summary: str, seconds: float) -> None:
+        self.beats.labels("error" if "error" in answer else "ok").inc()
         self.duration.observe(seconds)
         self.last_beat.set(now.timestamp())
-        body = answer.get("result", {}).get("retain", {}) if isinstance(answer.get("result"), dict) else {}
-        if isinstance(body, dict):
-            self.deleted.inc(int(body.get("deleted", 0) or 0))
+        body: Mapping[str, Any] = {} if "error" in answer else answer["result"].get("retain", {})
+        self.deleted.inc(int(body.get("deleted", 0) or 0))
         with self._lock:
             self._last, self._error = now.timestamp(), None
-            if isinstance(body, dict) and isinstance(body.get("commit"), int):
-                self._head = body["commit"]
+            if isinstance(commit := body.get("commit"), int):
+                self._head = commit
             self._answers = [(time.time(), summary), *self._answers][:10]
 
     def failed(self, now: datetime, error: Exception) -> None:

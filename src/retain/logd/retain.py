@@ -45,6 +45,7 @@ from typing import Any
 
 from retain.clock import format_rfc3339, parse_rfc3339
 from retain.errors import InvalidRequest, InvalidRetain, LogdError, NotFound, PreconditionFailed
+from retain.logd.answers import RetainPassResult, RuleResultDocument
 from retain.logd.draft import record_key
 from retain.logd.patch_ops import Delete
 from retain.logd.paths import Field, Path, Wild
@@ -89,10 +90,15 @@ class RuleResult:
     read_at: int = 0
     commits: tuple[int, ...] = ()
 
-    def to_document(self) -> dict[str, Any]:
+    def to_document(self) -> RuleResultDocument:
         """``{path, deleted, unreadable?, skipped?, retried?}``: ``deleted`` always, the others only when not zero."""
-        document: dict[str, Any] = {"path": self.path, "deleted": self.deleted}
-        document.update(self._counts())
+        document = RuleResultDocument(path=self.path, deleted=self.deleted)
+        if self.unreadable:
+            document["unreadable"] = self.unreadable
+        if self.skipped:
+            document["skipped"] = self.skipped
+        if self.retried:
+            document["retried"] = self.retried
         return document
 
     def summary(self) -> str:
@@ -117,7 +123,7 @@ class RetainResult:
     def deleted(self) -> int:
         return sum(rule.deleted for rule in self.rules)
 
-    def to_document(self) -> dict[str, Any]:
+    def to_document(self) -> RetainPassResult:
         """The answer's body in the braced shape: ``{now, commit, deleted, rules: [...]}``."""
         return {"now": format_rfc3339(self.now), "commit": self.commit, "deleted": self.deleted,
                 "rules": [rule.to_document() for rule in self.rules]}

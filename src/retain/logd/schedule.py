@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -51,6 +51,7 @@ from retain.logd.client import Address, Client, parse_address
 from retain.logd.retain import RetainResult
 from retain.logd.retain_rules import RetainRequest, parse_retain
 from retain.wire import ClientTls
+from retain.wire.requests import Answer
 from retain.wire.tags import from_plain
 
 __all__ = ["DEFAULT_RETRY", "RetainSchedule", "describe_answer", "load_schedule", "parse_schedule", "reasked",
@@ -141,25 +142,24 @@ def _numbered(message: str) -> str:
 
 
 def send_retain(address: Address, request: dict[str, Any], *, scope: str | None = None,
-                timeout: float = 600.0, token: str | None = None, tls: ClientTls = None) -> dict[str, Any]:
+                timeout: float = 600.0, token: str | None = None, tls: ClientTls = None) -> Answer:
     """Send one retain request over a fresh connection (presenting ``token`` if given, over TLS with ``tls``);
     the whole answer (``result`` or ``error``)."""
     with Client(address, scope=scope, timeout=timeout, token=token, tls=tls) as client:
         return client.request(request)
 
 
-def describe_answer(answer: dict[str, Any]) -> str:
+def describe_answer(answer: Answer) -> str:
     """One log line for a retain answer: the result's summary, or the error."""
     if "error" in answer:
-        error = answer["error"]
-        return f"retain failed: {error.get('code')}: {error.get('message')}"
-    result = answer["result"]["retain"]
+        return f"retain failed: {answer['error']['code']}: {answer['error']['message']}"
+    result: Mapping[str, Any] = answer["result"]["retain"]  # logd's shape, or docd's (each rule names its owner)
     if any("owner" in rule for rule in result["rules"]):
         return _describe_routed(result)
     return RetainResult.from_document(result).summary()
 
 
-def _describe_routed(result: dict[str, Any]) -> str:
+def _describe_routed(result: Mapping[str, Any]) -> str:
     """A retain answered through docd: each rule names its owner, and a rule whose owner did not run it says why."""
     parts = []
     for rule in result["rules"]:
@@ -173,7 +173,7 @@ def _describe_routed(result: dict[str, Any]) -> str:
     return f"retain at {result['now']}: deleted {result['deleted']} ({'; '.join(parts)}){commit}"
 
 
-def reasked(answer: dict[str, Any], sent: Sequence[int]) -> tuple[int, ...]:
+def reasked(answer: Answer, sent: Sequence[int]) -> tuple[int, ...]:
     """The rules to ask again: of ``sent`` (the file's rules a beat sent, in order), those whose answer reported
     ``skipped`` items -- through logd or docd alike (each answers the rules in the order sent); none for an error
     answer, whose rules did not run.
@@ -183,18 +183,19 @@ def reasked(answer: dict[str, Any], sent: Sequence[int]) -> tuple[int, ...]:
         ...                                          {"path": "b.*", "deleted": 0, "skipped": 3}]}}}, [0, 2])
         (2,)
     """
-    result = answer.get("result") if isinstance(answer, dict) else None
-    body = result.get("retain") if isinstance(result, dict) else None
-    rules = body.get("rules") if isinstance(body, dict) else None
+    if "error" in answer:
+        return ()
+    body = answer["result"].get("retain")
+    rules = body.get("rules") if body is not None else None
     if not isinstance(rules, list):
         return ()
     return tuple(index for index, rule in zip(sent, rules, strict=False) if isinstance(rule, dict) and rule.get("skipped"))
 
 
 def schedule_beat(schedule: RetainSchedule, address: Address, *,
-                  on_answer: Callable[[datetime, dict[str, Any]], None],
+                  on_answer: Callable[[datetime, Answer], None],
                   on_error: Callable[[datetime, RetainError], None], clock: Clock = utc_now,
-                  send: Callable[..., dict[str, Any]] = send_retain, stop: threading.Event | None = None) -> Beat:
+                  send: Callable[..., Answer] = send_retain, stop: threading.Event | None = None) -> Beat:
     """The schedule as a :class:`retain.beats.Beat` (not started): every ``schedule.every`` it sends the request.
 
     Each beat reads ``clock()`` once and sends that as ``now``. An answer (even an error answer)
@@ -232,9 +233,9 @@ def schedule_beat(schedule: RetainSchedule, address: Address, *,
 
 
 def run_schedule(schedule: RetainSchedule, address: Address, *, stop: threading.Event,
-                 on_answer: Callable[[datetime, dict[str, Any]], None],
+                 on_answer: Callable[[datetime, Answer], None],
                  on_error: Callable[[datetime, RetainError], None], clock: Clock = utc_now,
-                 send: Callable[..., dict[str, Any]] = send_retain) -> int:
+                 send: Callable[..., Answer] = send_retain) -> int:
     """Run :func:`schedule_beat` in this thread until ``stop`` is set; returns the beats run."""
     beat = schedule_beat(schedule, address, on_answer=on_answer, on_error=on_error, clock=clock, send=send, stop=stop)
     beat.run()

@@ -20,6 +20,7 @@ from retain.clock import utc_now
 from retain.daemon import run_daemon
 from retain.logd.client import Address, parse_address
 from retain.logd.schedule import RetainSchedule, describe_answer, schedule_beat, send_retain
+from retain.wire.requests import Answer
 
 if TYPE_CHECKING:
     from retain.wire import ClientTls, Tokens
@@ -56,7 +57,7 @@ class ScheduleConfig:
         return parse_address(self.where())
 
 
-def send_once(config: ScheduleConfig) -> dict[str, Any]:
+def send_once(config: ScheduleConfig) -> Answer:
     """Send the request once now, with this machine's clock; the answer (an error answer included)."""
     schedule = config.schedule
     return send_retain(config.address(), schedule.request_at(utc_now()), scope=schedule.scope, token=config.token,
@@ -72,11 +73,11 @@ def run_scheduled(config: ScheduleConfig) -> None:
     ops = ScheduleOps(schedule.source, schedule.every.total_seconds()) if config.http is not None else None
     sent = [time.perf_counter()]
 
-    def send(*args: Any, **options: Any) -> dict[str, Any]:
+    def send(*args: Any, **options: Any) -> Answer:
         sent[0] = time.perf_counter()
         return send_retain(*args, token=config.token, tls=config.tls, **options)
 
-    def on_answer(now: datetime, answer: dict[str, Any]) -> None:
+    def on_answer(now: datetime, answer: Answer) -> None:
         summary = describe_answer(answer)
         log.info(summary, extra={"answer": answer})
         if ops is not None:

@@ -87,7 +87,7 @@ from retain.wire import (
 from retain.wire.connection import Link, Reply
 from retain.wire.framing import frame
 from retain.wire.http import HttpServer, http_app
-from retain.wire.requests import answer_failure
+from retain.wire.requests import Answer, ResultAnswer, answer_failure
 from retain.wire.serving import StreamServer
 from retain.wire.sockets import DEFAULT_SOCKET_MODE, HostPort
 
@@ -101,7 +101,7 @@ INLINE_READ_RECORDS = 256
 R = TypeVar("R")
 
 #: ``observe(request, answer document, seconds from arrival to answer)``
-Observe = Callable[[Any, dict[str, Any], float], None]
+Observe = Callable[[Any, Answer, float], None]
 
 log = logging.getLogger(__name__)
 
@@ -325,7 +325,7 @@ class LogdServer:
         self.writer.shutdown(wait=True)
         self.readers.shutdown(wait=True)
 
-    async def run_steps(self, context: Context, request: Any) -> dict[str, Any]:
+    async def run_steps(self, context: Context, request: Any) -> Answer:
         """Answer a staged request: its reads on the reader pool, each write submitted to the writer behind
         whatever other clients sent meanwhile. A failure is the answer, as :func:`handle`'s would be."""
         loop = asyncio.get_running_loop()
@@ -358,14 +358,14 @@ class LogdServer:
 
         answer.add_done_callback(done)
 
-    def _observed(self, request: Any, answer: dict[str, Any], seconds: float) -> None:
+    def _observed(self, request: Any, answer: Answer, seconds: float) -> None:
         assert self.observe is not None
         try:
             self.observe(request, answer, seconds)
         except Exception:  # metrics must never break an answer
             log.exception("logd: the observe hook raised")
 
-    async def _answer_http(self, request: Any, fmt: Format, headers: Mapping[str, str]) -> dict[str, Any]:
+    async def _answer_http(self, request: Any, fmt: Format, headers: Mapping[str, str]) -> Answer:
         if self.observe is None:
             return await self._answer_http_request(request, fmt, headers)
         arrived = time.perf_counter()
@@ -373,7 +373,7 @@ class LogdServer:
         self._observed(request, answer, time.perf_counter() - arrived)
         return answer
 
-    async def _answer_http_request(self, request: Any, fmt: Format, headers: Mapping[str, str]) -> dict[str, Any]:
+    async def _answer_http_request(self, request: Any, fmt: Format, headers: Mapping[str, str]) -> Answer:
         loop = asyncio.get_running_loop()
         grant = None if self.tokens is None else self.tokens.bearer(headers)  # 401 before anything else
         author, scope = headers.get("logd-author"), headers.get("logd-scope")
@@ -391,7 +391,7 @@ class LogdServer:
         return await self.run_steps(Context(self.store, session, format=fmt, grant=grant), request)
 
     def _read_http(self, request: Any, fmt: Format, author: str, grant: Token | None,
-                   budget: int | None = None) -> dict[str, Any]:
+                   budget: int | None = None) -> ResultAnswer:
         with self.store.backend.reading(keep=True) as reads:  # a reader thread, or inline: a snapshot of its own
             return handle(Context(self.store, self.store.session(author=author).on(reads, budget), format=fmt,
                                   grant=grant), request)
@@ -413,7 +413,7 @@ class LogdServer:
             return None
 
     def _apply_http(self, request: Any, fmt: Format, author: str, scope: str | None,
-                    grant: Token | None) -> dict[str, Any]:
+                    grant: Token | None) -> ResultAnswer:
         session = self.store.session(author=author, scope=scope, maker=grant)  # on the writer thread: may make it
         return handle(Context(self.store, session, format=fmt, grant=grant), request)
 

@@ -31,13 +31,26 @@ from retain import _fields as fields
 from retain._fields import Where
 from retain.clock import parse_rfc3339
 from retain.errors import InvalidRequest, Unsupported
+from retain.logd.answers import (
+    CommitResult,
+    CompactResult,
+    DeltaDocument,
+    DropResult,
+    GetResult,
+    ListResult,
+    RetainPassResult,
+    SchemaResult,
+    ScopesResult,
+    SessionResult,
+    WatchResult,
+)
 from retain.logd.paths import ROOT, Path, parse
 from retain.logd.request_bounds import check_request
 from retain.logd.retain import retain_pass
 from retain.logd.steps import Step, drive
 from retain.logd.store import Delta, Session, Store
 from retain.wire import Format, Token
-from retain.wire.requests import answer_result, parse_request
+from retain.wire.requests import Body, Result, ResultAnswer, answer_result, parse_request
 
 __all__ = ["GROUPED", "PERMISSION", "READS", "authorize", "grouped", "reads_only", "STAGED", "VERBS", "Context", "Handler", "Staged", "Steps", "Subscribe", "delta_document", "handle",
            "staged", "steps"]
@@ -57,14 +70,14 @@ class Context:
     grant: Token | None = None  # the caller's token; None on an open server (everything permitted)
 
 
-Handler = Callable[[Context, dict[str, Any]], dict[str, Any]]
+Handler = Callable[[Context, Body], Result]
 #: A request answered in steps: each :class:`~retain.logd.retain.Step` is run by the caller and sent back its
 #: value; the generator's return value is the answer.
-Steps = Generator[Step, Any, dict[str, Any]]
-Staged = Callable[[Context, dict[str, Any]], Steps]
+Steps = Generator[Step, Any, ResultAnswer]
+Staged = Callable[[Context, Body], Generator[Step, Any, Result]]
 
 
-def handle(context: Context, request: Any) -> dict[str, Any]:
+def handle(context: Context, request: Any) -> ResultAnswer:
     """Answer one loaded request document: ``{result: {verb: ...}}``.
 
     Raises:
@@ -86,7 +99,7 @@ PERMISSION = {"session": "read", "get": "read", "list": "read", "watch": "read",
               "patch": "write", "retain": "retain", "scopes": "admin", "drop": "admin", "compact": "admin"}
 
 
-def authorize(grant: Token | None, verb: str, body: dict[str, Any]) -> None:
+def authorize(grant: Token | None, verb: str, body: Body) -> None:
     """Refuse what ``grant`` does not permit: the verb's permission, and the author the body names.
 
     Raises:
@@ -135,15 +148,15 @@ def steps(context: Context, request: Any) -> Steps:
     return answer_result(verb, result)
 
 
-def delta_document(delta: Delta) -> dict[str, Any]:
+def delta_document(delta: Delta) -> DeltaDocument:
     return {"delta": {"commit": delta.commit, "author": delta.author, "time": delta.time, "ops": list(delta.ops)}}
 
 
-def _fields(verb: str, body: dict[str, Any], allowed: Iterable[str]) -> None:
+def _fields(verb: str, body: Body, allowed: Iterable[str]) -> None:
     fields.refuse_unknown(body, allowed, Where(verb, InvalidRequest))
 
 
-def _path(body: dict[str, Any], *, required: bool) -> Path | None:
+def _path(body: Body, *, required: bool) -> Path | None:
     if "path" not in body:
         if required:
             raise InvalidRequest("path is required")
@@ -151,21 +164,21 @@ def _path(body: dict[str, Any], *, required: bool) -> Path | None:
     return parse(body["path"])
 
 
-def _session(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+def _session(context: Context, body: Body) -> SessionResult:
     _fields("session", body, ("author", "scope"))
     author = body.get("author", context.session.author)
     context.session = context.store.session(author=author, scope=body.get("scope"), maker=context.grant)
     return {"author": context.session.author, "scope": context.session.scope}
 
 
-def _schema(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+def _schema(context: Context, body: Body) -> SchemaResult | CommitResult:
     _fields("schema", body, ("set", "author"))
     if "set" not in body:
         return {"commit": context.store.head, "schema": context.store.schema.to_document()}
     return {"commit": context.session.set_schema(body["set"], author=body.get("author")).commit}
 
 
-def _patch(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+def _patch(context: Context, body: Body) -> CommitResult:
     _fields("patch", body, ("ops", "if", "author"))
     if "ops" not in body:
         raise InvalidRequest("patch needs ops: a list of {set: PATH, value: V}, {delete: PATH}, "
@@ -174,19 +187,19 @@ def _patch(context: Context, body: dict[str, Any]) -> dict[str, Any]:
     return {"commit": written.commit}
 
 
-def _get(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+def _get(context: Context, body: Body) -> GetResult:
     _fields("get", body, ("path", "at"))
     read = context.session.get(_path(body, required=False), at=body.get("at"))
     return {"commit": read.commit, "value": read.value}
 
 
-def _list(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+def _list(context: Context, body: Body) -> ListResult:
     _fields("list", body, ("path", "at"))
     listing = context.session.list(_path(body, required=True), at=body.get("at"))  # type: ignore[arg-type]
     return {"commit": listing.commit, "items": listing.items}
 
 
-def _watch(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+def _watch(context: Context, body: Body) -> WatchResult:
     _fields("watch", body, ("path", "from"))
     if context.subscribe is None:
         raise Unsupported("unsupported operation: watch needs a stream transport (a TCP or Unix socket)")
@@ -204,12 +217,12 @@ def _watch(context: Context, body: dict[str, Any]) -> dict[str, Any]:
     return {"path": str(prefix), "from": first, "commit": head}
 
 
-def _scopes(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+def _scopes(context: Context, body: Body) -> ScopesResult:
     _fields("scopes", body, ())
     return {"scopes": [{"name": scope.name, "created": scope.created} for scope in context.store.scopes()]}
 
 
-def _drop(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+def _drop(context: Context, body: Body) -> DropResult:
     _fields("drop", body, ("scope",))
     if "scope" not in body:
         raise InvalidRequest("drop needs the scope to drop: {drop: {scope: NAME}}")
@@ -217,7 +230,7 @@ def _drop(context: Context, body: dict[str, Any]) -> dict[str, Any]:
     return {"scope": body["scope"]}
 
 
-def _compact_steps(context: Context, body: dict[str, Any]) -> Steps:
+def _compact_steps(context: Context, body: Body) -> Generator[Step, Any, CompactResult]:
     _fields("compact", body, ("now",))
     now = None
     if "now" in body:
@@ -229,17 +242,17 @@ def _compact_steps(context: Context, body: dict[str, Any]) -> Steps:
     return {"boundary": done.boundary, "snapshots": list(done.snapshots), "removed": done.removed}
 
 
-def _compact(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+def _compact(context: Context, body: Body) -> CompactResult:
     return drive(_compact_steps(context, body))  # in place: every step here, one after the other
 
 
-def _retain_steps(context: Context, body: dict[str, Any]) -> Steps:
+def _retain_steps(context: Context, body: Body) -> Generator[Step, Any, RetainPassResult]:
     # Checked whole before any rule runs; without now, the store's clock is read once, inside.
     result = yield from retain_pass(context.session, body)
     return result.to_document()
 
 
-def _retain(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+def _retain(context: Context, body: Body) -> RetainPassResult:
     return drive(_retain_steps(context, body))  # in place: every step here, one after the other
 
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -63,7 +63,7 @@ from retain.wire.bounds import Budgets, ByteBudget, StreamTimeouts, TooLarge, Wi
 from retain.wire.documents import Format, answer_format
 from retain.wire.framing import END, Framer, frame
 from retain.wire.offload import Loaded, dump_answer, load_request
-from retain.wire.requests import answer_failure
+from retain.wire.requests import Answer, answer_failure
 
 __all__ = ["Conversation", "Link", "Reply", "serve_connection"]
 
@@ -75,7 +75,7 @@ log = logging.getLogger(__name__)
 class Reply:
     """An answer document, and what to do once it is written (start streaming a watch's deltas)."""
 
-    document: dict[str, Any]
+    document: Answer
     then: Callable[[], None] | None = None
 
 
@@ -96,11 +96,11 @@ class Link:
         self.streaming = False  # a watch streams to it: it may be quiet for ever without being idle
         self._deferred: list[bytes] | None = None  # pushed while an answer goes out in chunks
 
-    def send(self, document: dict[str, Any], fmt: Format) -> None:
+    def send(self, document: Mapping[str, object], fmt: Format) -> None:
         """Write a small document of the conversation's own at once (a big one goes out by :meth:`answer`)."""
         self.write(frame(document, fmt))
 
-    async def answer(self, document: dict[str, Any], fmt: Format) -> None:
+    async def answer(self, document: Answer, fmt: Format) -> None:
         """Dump an answer (off the loop when it is big) and write it in chunks, each drained before the next.
 
         An answer longer than a chunk is counted in ``budgets`` while it goes out; one that does not fit is
@@ -336,7 +336,7 @@ async def _load(document: bytes | TooLarge, limits: WireLimits, budgets: Budgets
 
 
 def _authenticate(loaded: Loaded | Exception, fmt: Format,
-                  tokens: Tokens | None) -> tuple[dict[str, Any] | None, Format, Token | object | None]:
+                  tokens: Tokens | None) -> tuple[Answer | None, Format, Token | object | None]:
     """The connection's first document: (its answer if it was an ``auth`` one, its format, the token presented).
 
     On an open server a first document that is not ``auth`` is no answer of its own (None, the conversation
@@ -366,7 +366,7 @@ def _authenticate(loaded: Loaded | Exception, fmt: Format,
     return {"result": {"auth": {"name": token.name}}}, fmt, token
 
 
-async def _ready(document: dict[str, Any]) -> Reply:
+async def _ready(document: Answer) -> Reply:
     return Reply(document)
 
 

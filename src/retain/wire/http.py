@@ -43,7 +43,7 @@ from retain.errors import InvalidDocument, InvalidInput, Unavailable
 from retain.wire.bounds import ByteBudget, TooLarge, WireLimits
 from retain.wire.documents import Format, dump
 from retain.wire.offload import dump_answer, load_request
-from retain.wire.requests import answer_failure
+from retain.wire.requests import Answer, answer_failure
 from retain.wire.sockets import HostPort, binding
 
 __all__ = ["HTTP_STATUS", "HttpHandler", "HttpServer", "HttpTimeouts", "http_app"]
@@ -74,7 +74,7 @@ class HttpTimeouts:
 _MEDIA = {"json": "application/json", "yaml": "application/yaml"}
 
 #: ``handler(request, fmt, headers) -> answer document``; it may raise (answered as on a stream).
-HttpHandler = Callable[[Any, Format, Mapping[str, str]], Awaitable[dict[str, Any]]]
+HttpHandler = Callable[[Any, Format, Mapping[str, str]], Awaitable[Answer]]
 
 
 def http_app(handler: HttpHandler, limits: WireLimits = WireLimits(), timeouts: HttpTimeouts = HttpTimeouts(),
@@ -110,7 +110,7 @@ def http_app(handler: HttpHandler, limits: WireLimits = WireLimits(), timeouts: 
             if fmt == "json" and loaded.fmt != "json":
                 raise InvalidDocument("Content-Type says JSON but the body is not JSON")
             fmt = loaded.fmt
-            answer = await handler(loaded.value, fmt, request.headers)
+            answer: Answer = await handler(loaded.value, fmt, request.headers)
         except Exception as exc:  # a bug must not take the server down
             answer = answer_failure(exc)
         if too_large is not None:

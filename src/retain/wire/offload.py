@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -65,7 +65,7 @@ async def load_request(document: bytes | TooLarge, limits: WireLimits) -> Loaded
     return await _run(_load, document, limits)
 
 
-async def dump_answer(document: dict[str, Any], fmt: Format, limits: WireLimits) -> bytes:
+async def dump_answer(document: Mapping[str, object], fmt: Format, limits: WireLimits) -> bytes:
     """:func:`~retain.wire.documents.dump`, on the pool when the answer weighs more than ``limits.inline_bytes``."""
     if not weighs_more(document, limits.inline_bytes):
         return dump(document, fmt)
