@@ -26,7 +26,7 @@ from retain.wire.bounds import TooLarge, WireLimits, check_digits, refuse_size
 from retain.wire.braced import brace, unbrace
 from retain.wire.dumpers import BracedDumper, Dumper
 from retain.wire.loader import NotYaml, check_depth, load_yaml
-from retain.wire.tags import from_plain, to_plain
+from retain.wire.tags import from_plain, spelled
 
 __all__ = ["Format", "answer_format", "dump", "dump_braced", "load", "receive", "split_documents"]
 
@@ -58,7 +58,7 @@ def load(data: bytes | str, limits: WireLimits = WireLimits()) -> tuple[Any, For
             raise InvalidDocument(f"document nests deeper than {limits.max_depth}") from None
         else:
             check_depth(value, limits.max_depth)
-            return from_plain(value), "json"
+            return (from_plain(value) if _may_hold_tags(text) else value), "json"
     braced = unbrace(text)
     if braced is None:
         return from_plain(load_yaml(text, limits)), "yaml"
@@ -95,7 +95,7 @@ def answer_format(document: bytes | TooLarge) -> Format:
 def dump(value: Any, fmt: Format) -> bytes:
     """One document in ``fmt``, without the stream's end line."""
     if fmt == "json":
-        return json.dumps(to_plain(value), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        return _JSON.encode(value).encode() + b"\n"
     return yaml.dump(value, Dumper=Dumper, sort_keys=False, allow_unicode=True,
                      default_flow_style=False, width=120).encode()
 
@@ -119,6 +119,17 @@ def dump_braced(value: Any) -> str:
         return dump(value, "yaml").decode()
     return brace(names, value, lambda body: yaml.dump(body, Dumper=BracedDumper, sort_keys=False,
                                                       allow_unicode=True, default_flow_style=None, width=120))
+
+
+# Made once (json.dumps with any option set makes an encoder per call); tags spelled as the encoder meets them,
+# rather than by a copy of the whole answer (to_plain) first.
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=spelled)
+
+
+def _may_hold_tags(text: str) -> bool:
+    """Whether a JSON text may spell a tag (``{"!or": ...}``): a key that starts with ``!``, written as it is or
+    escaped. Without one, :func:`~retain.wire.tags.from_plain` would copy the value unchanged."""
+    return "!" in text or "\\u0021" in text
 
 
 def split_documents(text: str) -> list[str]:
