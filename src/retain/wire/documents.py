@@ -16,6 +16,7 @@ document in that could not be read.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Literal
 
@@ -50,8 +51,7 @@ def load(data: bytes | str, limits: WireLimits = WireLimits()) -> tuple[Any, For
         raise InvalidDocument("empty document: expected a request such as {get: {path: jobs.j1}}")
     if text.lstrip()[:1] in ("{", "["):
         try:
-            value = json.loads(text, parse_constant=_refuse_constant, parse_int=lambda digits: _json_int(digits, limits),
-                               parse_float=_json_float)
+            value = _json_decoder(limits).decode(text)
         except json.JSONDecodeError:
             pass  # not JSON: YAML flow style, read below
         except RecursionError:
@@ -144,6 +144,13 @@ def split_documents(text: str) -> list[str]:
             current.append(line)
     documents.append("".join(current))
     return [document for document in documents if document.strip()]
+
+
+@functools.lru_cache(maxsize=16)
+def _json_decoder(limits: WireLimits) -> json.JSONDecoder:
+    """The decoder of JSON requests under ``limits``, made once (json.loads with a hook set makes one per call)."""
+    return json.JSONDecoder(parse_constant=_refuse_constant, parse_int=lambda digits: _json_int(digits, limits),
+                            parse_float=_json_float)
 
 
 def _refuse_constant(name: str) -> Any:
