@@ -178,6 +178,24 @@ class TestWriter:
             writer.submit(print)
         store.close()
 
+    def test_shutdown_cancels_what_has_not_started(self, tmp_path):
+        """shutdown(cancel_futures=True) lets the running work finish and cancels the rest, the plain work held
+        back behind a batch of writes too; none of it runs."""
+        store = Store.open(str(tmp_path / "logd.sqlite3"))
+        writer = Writer(store)
+        running, release, ran = threading.Event(), threading.Event(), []
+        busy = writer.submit(lambda: (running.set(), release.wait(30)))
+        assert running.wait(30)
+        queued = [writer.submit_write(ran.append, "write"), writer.submit(ran.append, "plain"),
+                  writer.submit_write(ran.append, "later")]
+        writer.shutdown(wait=False, cancel_futures=True)
+        release.set()
+        writer.shutdown(wait=True)
+        assert busy.result(0) == (None, True)
+        assert [future.cancelled() for future in queued] == [True, True, True]
+        assert ran == []
+        store.close()
+
     def test_group_writes_must_be_positive(self, tmp_path):
         """A bound below one is refused, naming what arrived."""
         store = Store.open(str(tmp_path / "logd.sqlite3"))

@@ -31,6 +31,20 @@ class TestLoadDump:
         assert load(text)[0] == {"if": {"a": Or((1, 2))}, "s": {"!logd-key": "id", "x": 1}, "r": Raw()}
         assert load("{a: {'!or': [1, 2]}}")[0] == {"a": Or((1, 2))}
 
+    def test_json_spelling_escaped(self):
+        """A tag's key written with its ``!`` escaped (``\\u0021or``) is the tag still: JSON reads it as ``!or``."""
+        assert load('{"a": {"\\u0021or": [1, 2]}}')[0] == {"a": Or((1, 2))}
+
+    def test_json_dump_nested_tags(self):
+        """Tags inside a tag and inside lists are spelled the JSON way at every depth."""
+        value = {"a": [Or((LogdKey("id"), Or((Raw(), 1))))]}
+        assert dump(value, "json") == b'{"a":[{"!or":[{"!logd-key":"id"},{"!or":[{"!raw":null},1]}]}]}\n'
+
+    def test_json_dump_refuses_non_data(self):
+        """What is neither data nor a tag is refused as json.dumps refuses it, not written as something else."""
+        with pytest.raises(TypeError, match="not JSON serializable"):
+            dump({"a": object()}, "json")
+
     @pytest.mark.parametrize(("text", "value"), [
         ("{t: 2026-09-11T07:00:00Z}", {"t": "2026-09-11T07:00:00Z"}),
         ("{d: 2026-09-11}", {"d": "2026-09-11"}),

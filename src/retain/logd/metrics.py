@@ -76,6 +76,10 @@ class LogdMetrics:
                                   registry=self.registry)
         self.registry.register(_StoreCollector(store_path, head))
         self._recent: deque[tuple[float, str]] = deque(maxlen=RECENT_RETAINS)
+        # Each label set's child, looked up once: labels() validates and locks on every call (no more entries
+        # than the registry holds children already).
+        self._timers: dict[str, Any] = {}
+        self._counters: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
 
     def committed(self, record: object) -> None:
@@ -87,8 +91,14 @@ class LogdMetrics:
         verb = verb_of(request)
         error = answer.get("error") if isinstance(answer, dict) else None
         outcome = str(error.get("code", "error")) if isinstance(error, dict) else "ok"
-        self.duration.labels(verb).observe(seconds)
-        self.requests.labels(verb, outcome).inc()
+        timer = self._timers.get(verb)
+        if timer is None:
+            timer = self._timers[verb] = self.duration.labels(verb)
+        counter = self._counters.get((verb, outcome))
+        if counter is None:
+            counter = self._counters[verb, outcome] = self.requests.labels(verb, outcome)
+        timer.observe(seconds)
+        counter.inc()
         if verb != "retain":
             return
         if error is not None:

@@ -64,6 +64,7 @@ from typing import Any, TypeVar
 from starlette.routing import BaseRoute
 
 from retain.errors import ReadBudgetExceeded
+from retain.logd.handback import Handback
 from retain.logd.paths import Path
 from retain.logd.postgres import CommitFollower, PostgresBackend
 from retain.logd.steps import Step, drive_async
@@ -275,6 +276,7 @@ class LogdServer:
             app.router.routes.extend(http_routes)  # the operator's GET routes beside POST /
             self._http = HttpServer(app, http, tls=tls, timeouts=http_timeouts)
         self._hub: _Hub | None = None
+        self._handback: Handback | None = None  # the writer's answers back to the loop, once started
         self._follower: CommitFollower | None = None
         self._catching_up = threading.Event()  # a catch-up is queued on the writer: another would find nothing new
 
@@ -290,6 +292,7 @@ class LogdServer:
 
     async def start(self) -> None:
         self._hub = _Hub(asyncio.get_running_loop())
+        self._handback = Handback(asyncio.get_running_loop())
         self.store.listen(self._hub.publish)
         backend = self.store.backend
         if isinstance(backend, PostgresBackend):  # other servers commit too: their commits reach our watchers
@@ -342,7 +345,9 @@ class LogdServer:
         """``apply(*args)`` on the writer, after everything submitted before; ``together``: a patch, committed in
         one transaction with the patches queued beside it and answered once that is durable."""
         submit = self.writer.submit_write if together else self.writer.submit
-        return asyncio.wrap_future(submit(apply, *args))
+        if self._handback is None:  # not started: no loop to hand answers back to in batches yet
+            return asyncio.wrap_future(submit(apply, *args))
+        return self._handback.wrap(submit(apply, *args))
 
     def _conversation(self, link: Link) -> _Conversation:
         assert self._hub is not None, "connections arrive only once started"

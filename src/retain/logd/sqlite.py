@@ -172,12 +172,7 @@ class _Reads:
 
     @_translated
     def latest_of(self, scope: int, keys: Sequence[str], at: int) -> list[Row | None]:
-        # One statement of :meth:`latest`'s look-ups: each key's newest version is one step down the index (a
-        # max(rev) per key would read every version of a record that changes often).
-        one = (f"SELECT * FROM (SELECT key, kind, {_VALUE_BYTES}, crc, rev FROM nodes WHERE scope = ? AND key = ? "
-               "AND rev <= ? ORDER BY rev DESC LIMIT 1)")
-        rows = self._db.execute(" UNION ALL ".join([one] * len(keys)),
-                                [value for key in keys for value in (scope, key, at)])
+        rows = self._db.execute(_latest_of(len(keys)), [value for key in keys for value in (scope, key, at)])
         found = {key: Row(key, kind, decoded(key, rev, data, crc)) for key, kind, data, crc, rev in rows}
         return [found.get(key) for key in keys]
 
@@ -273,6 +268,16 @@ class _Reads:
             ranges.append((start, first))
             start = before
         return [*ranges, (start, end)]
+
+
+@functools.lru_cache(maxsize=64)
+def _latest_of(count: int) -> str:
+    """One statement of ``count`` of :meth:`_Reads.latest`'s look-ups (its text made once per count): each key's
+    newest version is one step down the index (a max(rev) per key would read every version of a record that
+    changes often)."""
+    one = (f"SELECT * FROM (SELECT key, kind, {_VALUE_BYTES}, crc, rev FROM nodes WHERE scope = ? AND key = ? "
+           "AND rev <= ? ORDER BY rev DESC LIMIT 1)")
+    return " UNION ALL ".join([one] * count)
 
 
 def _head(db: sqlite3.Connection) -> tuple[int, float]:

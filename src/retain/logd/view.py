@@ -172,11 +172,11 @@ class Location:
 
 def name_in(path: Path, depth: int, segment: Segment, row: Row) -> str:
     """The child name ``segment`` gives under the record ``row``; refused when it does not fit its kind."""
-    prefix = Path(path.segments[:depth])
     if row.kind == MAP and isinstance(segment, Field):
         return segment.name
     if row.kind == KEYED and isinstance(segment, Key):
         return segment.key
+    prefix = Path(path.segments[:depth])  # for the refusal only: made on every step it cost every read
     here = str(prefix) or "the root"
     if row.kind == KEYED:
         raise InvalidRequest(f"{path}: {here} is a keyed array; name its elements {prefix}(key)")

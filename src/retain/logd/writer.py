@@ -17,8 +17,8 @@ made the writer spend most of its time waiting for the disk while the patches qu
 
 from __future__ import annotations
 
+import queue
 import threading
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -55,8 +55,11 @@ class Writer(Executor):
         if type(group_writes) is not int or group_writes < 1:
             raise ValueError(f"group_writes must be an int >= 1 (got {group_writes!r})")
         self._store, self._most = store, group_writes
-        self._queue: deque[_Work | None] = deque()  # None: shut down once everything before it is done
-        self._ready = threading.Condition()
+        # A SimpleQueue, not a deque under a Condition: put() and get() are C, and a put wakes the writer without
+        # Condition.notify's Python (it showed in the event loop's profile: every patch is put from there).
+        self._inbox: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()  # None: shut down once all before it ran
+        self._carried: list[_Work | None] = []  # taken from the inbox but not into the last batch: the next's first
+        self._closing = threading.Lock()  # a put and the shutdown's None, in one order
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -73,25 +76,30 @@ class Writer(Executor):
 
     def _put(self, run: Callable[[], T], *, groups: bool) -> Future[T]:
         future: Future[T] = Future()
-        with self._ready:
+        with self._closing:
             if self._closed:
                 raise RuntimeError("cannot submit to the logd writer after it shut down")
-            self._queue.append(_Work(run, future, groups))
-            self._ready.notify()
+            self._inbox.put(_Work(run, future, groups))
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking work; the writer finishes what was submitted (``cancel_futures``: what has not started
         is cancelled instead), then ends. ``wait``: return once it has."""
-        with self._ready:
+        with self._closing:
             if not self._closed:
                 self._closed = True
-                if cancel_futures:
-                    for work in self._queue:
+                if cancel_futures:  # what has not started: held back from the last batch, or not taken yet
+                    for work in list(self._carried):
                         if work is not None:
                             work.future.cancel()
-                self._queue.append(None)
-                self._ready.notify()
+                    while True:
+                        try:
+                            work = self._inbox.get_nowait()
+                        except queue.Empty:
+                            break
+                        if work is not None:
+                            work.future.cancel()
+                self._inbox.put(None)
         if wait and self._thread is not threading.current_thread():
             self._thread.join()
 
@@ -108,20 +116,20 @@ class Writer(Executor):
     def _next(self) -> list[_Work] | None:
         """The next work, and the writes queued right behind it when it is a write (up to the bound); None at
         the end."""
-        with self._ready:
-            while not self._queue:
-                self._ready.wait()
-            first = self._queue.popleft()
-            if first is None:
-                return None
-            batch = [first]
-            while first.groups and self._queue and len(batch) < self._most:
-                following = self._queue[0]
-                if following is None or not following.groups:
-                    break
-                self._queue.popleft()
-                batch.append(following)
-            return batch
+        first = self._carried.pop() if self._carried else self._inbox.get()
+        if first is None:
+            return None
+        batch = [first]
+        while first.groups and len(batch) < self._most:
+            try:
+                following = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if following is None or not following.groups:
+                self._carried.append(following)  # not for this batch: the first of the next
+                break
+            batch.append(following)
+        return batch
 
     def _run_together(self, batch: list[_Work]) -> None:
         started = [work for work in batch if work.future.set_running_or_notify_cancel()]

@@ -16,6 +16,7 @@ document in that could not be read.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ from retain.wire.bounds import TooLarge, WireLimits, check_digits, refuse_size
 from retain.wire.braced import brace, unbrace
 from retain.wire.dumpers import BracedDumper, Dumper
 from retain.wire.loader import NotYaml, check_depth, load_yaml
-from retain.wire.tags import from_plain, to_plain
+from retain.wire.tags import from_plain, spelled
 
 __all__ = ["Format", "answer_format", "dump", "dump_braced", "load", "receive", "split_documents"]
 
@@ -50,15 +51,14 @@ def load(data: bytes | str, limits: WireLimits = WireLimits()) -> tuple[Any, For
         raise InvalidDocument("empty document: expected a request such as {get: {path: jobs.j1}}")
     if text.lstrip()[:1] in ("{", "["):
         try:
-            value = json.loads(text, parse_constant=_refuse_constant, parse_int=lambda digits: _json_int(digits, limits),
-                               parse_float=_json_float)
+            value = _json_decoder(limits).decode(text)
         except json.JSONDecodeError:
             pass  # not JSON: YAML flow style, read below
         except RecursionError:
             raise InvalidDocument(f"document nests deeper than {limits.max_depth}") from None
         else:
             check_depth(value, limits.max_depth)
-            return from_plain(value), "json"
+            return (from_plain(value) if _may_hold_tags(text) else value), "json"
     braced = unbrace(text)
     if braced is None:
         return from_plain(load_yaml(text, limits)), "yaml"
@@ -95,7 +95,7 @@ def answer_format(document: bytes | TooLarge) -> Format:
 def dump(value: Any, fmt: Format) -> bytes:
     """One document in ``fmt``, without the stream's end line."""
     if fmt == "json":
-        return json.dumps(to_plain(value), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        return _JSON.encode(value).encode() + b"\n"
     return yaml.dump(value, Dumper=Dumper, sort_keys=False, allow_unicode=True,
                      default_flow_style=False, width=120).encode()
 
@@ -121,6 +121,17 @@ def dump_braced(value: Any) -> str:
                                                       allow_unicode=True, default_flow_style=None, width=120))
 
 
+# Made once (json.dumps with any option set makes an encoder per call); tags spelled as the encoder meets them,
+# rather than by a copy of the whole answer (to_plain) first.
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=spelled)
+
+
+def _may_hold_tags(text: str) -> bool:
+    """Whether a JSON text may spell a tag (``{"!or": ...}``): a key that starts with ``!``, written as it is or
+    escaped. Without one, :func:`~retain.wire.tags.from_plain` would copy the value unchanged."""
+    return "!" in text or "\\u0021" in text
+
+
 def split_documents(text: str) -> list[str]:
     """A YAML stream's documents, split on the marker lines ``---`` and ``...``; blank ones dropped."""
     documents: list[str] = []
@@ -133,6 +144,13 @@ def split_documents(text: str) -> list[str]:
             current.append(line)
     documents.append("".join(current))
     return [document for document in documents if document.strip()]
+
+
+@functools.lru_cache(maxsize=16)
+def _json_decoder(limits: WireLimits) -> json.JSONDecoder:
+    """The decoder of JSON requests under ``limits``, made once (json.loads with a hook set makes one per call)."""
+    return json.JSONDecoder(parse_constant=_refuse_constant, parse_int=lambda digits: _json_int(digits, limits),
+                            parse_float=_json_float)
 
 
 def _refuse_constant(name: str) -> Any:

@@ -34,7 +34,7 @@ from typing import Any
 import h11
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -135,16 +135,30 @@ async def _chunks(body: bytes) -> AsyncIterator[bytes]:
 async def _body(request: Request, limits: WireLimits, budget: ByteBudget, held: list[int]) -> bytes | TooLarge:
     """The body, or a :class:`TooLarge` once it outgrows ``limits`` or ``budget`` (the rest is not read); the
     bytes it reserved from ``budget`` are added to ``held[0]``."""
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
+    # The ASGI messages themselves, not Request.stream() (an async generator made and driven per request), and a
+    # body that came in one message (nearly all) kept as it came, not copied: this runs for every request.
+    body: bytes | bytearray = b""
+    more = True
+    while more:
+        message = await request.receive()
+        if message["type"] != "http.request":  # http.disconnect, as Request.stream() raises it
+            raise ClientDisconnect()
+        chunk, more = message.get("body", b""), message.get("more_body", False)
+        if not chunk:
+            continue
+        if not body:
+            body = chunk
+        else:
+            if not isinstance(body, bytearray):
+                body = bytearray(body)
+            body += chunk  # in place: a body of many chunks is not copied over and over
         if len(body) > limits.max_bytes:
             return TooLarge(len(body))
         spent = budget.short(len(chunk))
         if spent is not None:
             return TooLarge(len(body), overloaded=True, spent=spent)
         held[0] += len(chunk)
-    return bytes(body)
+    return bytes(body) if isinstance(body, bytearray) else body
 
 
 class _Guarded(H11Protocol):

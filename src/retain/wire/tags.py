@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AutoId", "LogdKey", "Or", "Raw", "TAG_NAMES", "build", "from_plain", "to_plain"]
+__all__ = ["AutoId", "LogdKey", "Or", "Raw", "TAG_NAMES", "build", "from_plain", "spelled", "to_plain"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +62,23 @@ def to_plain(value: Any) -> Any:
     if isinstance(value, list):
         return [to_plain(v) for v in value]
     return value
+
+
+def spelled(value: Any) -> dict[str, Any]:
+    """One tag's JSON spelling, one level deep: a :class:`json.JSONEncoder`'s ``default``, so that an encoder
+    spells tags as :func:`to_plain` does without copying the whole value first (it calls this for what it cannot
+    encode itself, and again for the tags inside).
+
+    Raises:
+        TypeError: ``value`` is no tag (nor anything else JSON carries), as the encoder would.
+    """
+    if isinstance(value, Or):
+        return {"!or": list(value.alternatives)}
+    if isinstance(value, (LogdKey, AutoId)):
+        return {"!logd-key" if isinstance(value, LogdKey) else "!logd-auto-id": value.field}
+    if isinstance(value, Raw):
+        return {"!raw": None}
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def from_plain(value: Any) -> Any:
