@@ -51,12 +51,8 @@ TAG_NAMES: dict[str, type] = {"!or": Or, "!logd-key": LogdKey, "!logd-auto-id": 
 
 def to_plain(value: Any) -> Any:
     """Spell every tag in ``value`` the JSON way (``{"!or": [...]}``); other values pass through."""
-    if isinstance(value, Or):
-        return {"!or": [to_plain(v) for v in value.alternatives]}
-    if isinstance(value, (LogdKey, AutoId)):
-        return {"!logd-key" if isinstance(value, LogdKey) else "!logd-auto-id": value.field}
-    if isinstance(value, Raw):
-        return {"!raw": None}
+    if isinstance(value, (Or, LogdKey, AutoId, Raw)):
+        return to_plain(spelled(value))  # and the tags inside it (an !or's alternatives)
     if isinstance(value, dict):
         return {k: to_plain(v) for k, v in value.items()}
     if isinstance(value, list):
