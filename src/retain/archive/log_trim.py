@@ -6,7 +6,7 @@ about a microsecond an object. The log retention keeps commits by age, so a
 table folded many times a second (a script in a loop) gathers thousands of
 commits within it, and every fold slows with them: 2,000 folds of 10 entries,
 then folds alternated between that table and one of 50 folds, were 1.8-1.9
-times as slow; with the log cut to the newest 1,000 commits, 1.3.
+times as slow; with the log cut to the newest 1,000 commits, 1.3; to 300, 1.1.
 
 So a log cleanup (:meth:`~retain.archive.table.Archive.clean_log`, after
 delta-rs's own by age) also removes every log object before the newest
@@ -15,7 +15,9 @@ a prefix of the log, oldest first: a reader opens the table from a checkpoint
 and the commits after it, which stay; a version before it can no longer be
 read as of (``--as-of``), as after delta-rs's cleanup. At one beat a second
 and the default 5-minute retention the log holds some 300 commits: the bound
-only applies to a table committed to more than three times a second.
+only applies to a table committed to more than 1.7 times a second (two
+replicas beating each second into one table reach 2: the log then keeps the
+newest 250 seconds).
 
 A snapshot trusts a missing next commit as proof that it is the latest for a
 while (:mod:`retain.archive.table`, "W in constant time"): the next commit
@@ -25,8 +27,8 @@ leaves by count only once :data:`LOG_TRIM_AGE` has passed since it was
 written, and a snapshot trusts for half of that at most.
 
 Example:
-    >>> plan_log_trim(listing, latest=2_030, keep=1_000, written_before=now - LOG_TRIM_AGE)
-    ('_delta_log/00000000000000000000.json', ..., '_delta_log/00000000000000001018.json')
+    >>> plan_log_trim(listing, latest=2_030, keep=500, written_before=now - LOG_TRIM_AGE)
+    ('_delta_log/00000000000000000000.json', ..., '_delta_log/00000000000000001518.json')
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any
 __all__ = ["LOG_KEEP_COMMITS", "LOG_TRIM_AGE", "plan_log_trim"]
 
 #: a log cleanup leaves at least this many commits after the checkpoint it keeps as the log's start
-LOG_KEEP_COMMITS = 1_000
+LOG_KEEP_COMMITS = 500
 #: a log object leaves by count no sooner than this after it was written (a snapshot trusts half of it)
 LOG_TRIM_AGE = timedelta(seconds=10)
 
