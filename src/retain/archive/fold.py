@@ -239,7 +239,7 @@ class _Folder:
                 self._tell("commit", watermark)
                 if exhausted:
                     break
-        compact_on_interval(self.archive, self.stream, self.versions)
+        compact_on_interval(self.archive, self.stream, self.versions, now=utc_now())
         return FoldResult(self.key, self.entries, self.files, watermark, self.archive.version, self.races,
                           self.left)
 

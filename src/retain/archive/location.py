@@ -168,8 +168,17 @@ class Location:
         with translate_errors(f"reading {path!r}"):
             return bytes(obstore.get(self.store, path).bytes())
 
+    def delete(self, path: str, what: str) -> None:
+        """Remove the object at ``path`` (one already gone, a rival cleaner's doing, is no error)."""
+        try:
+            with translate_errors(what):
+                obstore.delete(self.store, path)
+        except ArchiveObjectMissing:
+            pass
+
     def listing(self, prefix: str | None = None, *, offset: str | None = None) -> list[dict[str, Any]]:
-        """Every object under ``prefix`` (its ``path`` and ``size``), after ``offset`` if given, in no set order."""
+        """Every object under ``prefix`` (its ``path``, ``size`` and ``last_modified``), after ``offset`` if given,
+        in no set order."""
         with translate_errors(f"listing {prefix or 'the archive'!r}"):
             return [dict(item) for item in obstore.list(self.store, prefix, offset=offset).collect()]
 

@@ -19,7 +19,9 @@ maintain`` by hand), per stream and then for the table:
    ``<key>/rewrite`` (two maintainers never both rewrite a stream);
 3. **checkpoint**, so that opening the table reads one file, not the commits;
 4. **log cleanup**: commits older than ``log_retention`` (and the latest
-   checkpoint) are deleted;
+   checkpoint) are deleted, and those before the newest checkpoint that
+   :data:`~retain.archive.log_trim.LOG_KEEP_COMMITS` commits follow
+   (:mod:`retain.archive.log_trim`);
 5. **vacuum**: files compacted away or expired are deleted once
    ``vacuum_retention`` has passed since (a merge-read that finds one gone
    lists the files again and reads on from the compacted file), and files no
@@ -241,7 +243,7 @@ def maintain(archive: Archive, settings: MaintenanceSettings | None = None, *, n
     streams = tuple(_stream(archive, key, settings, now, dry_run) for key in archive.streams())
     if not dry_run:
         archive.checkpoint()
-        archive.clean_log()
+        archive.clean_log(now)
     vacuumed = archive.vacuum(dry_run=dry_run)
     objects, size = archive.log_size()
     release_memory()
@@ -307,14 +309,17 @@ def checkpoint_interval(archive: Archive) -> int:
     return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_CHECKPOINT_INTERVAL
 
 
-def compact_on_interval(archive: Archive, stream: Stream, versions: Sequence[int]) -> StreamMaintenance | None:
+def compact_on_interval(archive: Archive, stream: Stream, versions: Sequence[int], *,
+                        now: datetime) -> StreamMaintenance | None:
     """After a fold's commits (``versions``): when one reaches every :data:`COMPACT_EVERY_CHECKPOINTS`-th
     checkpoint interval (a commit delta-rs checkpoints after), compact ``stream``'s small files into files
     of at most :data:`FOLD_COMPACTION_ENTRIES` and clean the log, as maintenance does.
 
     A table written by scripts alone (``fold``, ``fold_then_trim``, ``retain archive fold``) has no driver
     to maintain it: each fold adds a file, and delta-rs's work per commit grows with the files the table
-    lists. Compacting every few checkpoints keeps the files few (21 rather than 2,000 after 2,000 folds);
+    lists, and with the objects of its log (:mod:`retain.archive.log_trim`: the log is cleaned here as well,
+    ``now`` the instant its age counts from). Compacting every few checkpoints keeps the files few (21
+    rather than 2,000 after 2,000 folds);
     files of half the fold's target are left alone, so a fold never rewrites more than that. The replaced
     files stay in the store until a vacuum (``retain archive maintain``). The fold's commits are in
     whatever happens here: a rival maintainer rewriting the stream first is no error, and a store failing
@@ -332,7 +337,7 @@ def compact_on_interval(archive: Archive, stream: Stream, versions: Sequence[int
             done = StreamMaintenance(key, **_compact(archive, state, state.files, FOLD_COMPACTION_ENTRIES, False))
         except ArchiveConflict as conflict:
             done = StreamMaintenance(key, conflict=conflict)
-        archive.clean_log()
+        archive.clean_log(now)
     except ArchiveError as error:
         log.warning("the small files of %s were not compacted, or the log not cleaned, after its fold (the "
                     "fold went through; the next interval tries again): %s", key, error)

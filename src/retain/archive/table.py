@@ -8,7 +8,10 @@ which) and keeps one snapshot of it, shared by the threads that use it:
   says whether the store holds a newer commit than the snapshot: the next
   version's log entry exists or it does not (a stat on a local disk, a HEAD
   on S3; versions are written create-only, so there is no gap to miss). Only
-  when it exists is the snapshot brought up to date. Never a listing.
+  when it exists is the snapshot brought up to date. A missing entry is
+  trusted for 5 seconds after the snapshot was last brought up to date (no
+  commit leaves the log sooner than twice that, :mod:`~retain.archive.log_trim`);
+  after that, the first read brings it up to date (one listing) again.
 - **The fence.** A commit goes through the same ``DeltaTable`` its W was read
   from, after checking in this process that the snapshot still holds that W;
   delta-rs then refuses a commit that another writer beat with the same app
@@ -72,6 +75,7 @@ from retain.archive.legacy import segments as legacy_segments
 from retain.archive.legacy.store import LegacyStore
 from retain.archive.location import Location
 from retain.archive.log_check import diagnose
+from retain.archive.log_trim import LOG_KEEP_COMMITS, LOG_TRIM_AGE, plan_log_trim
 from retain.errors import (
     ArchiveConflict,
     ArchiveCorrupt,
@@ -237,8 +241,9 @@ class Archive:
         self._version = -1
         #: when the snapshot was last brought up to date by the log itself (monotonic seconds)
         self._confirmed = float("-inf")
-        #: how long that stays good enough to trust a missing next log entry: half the log retention
-        self._trusted_for = DEFAULT_LOG_RETENTION.total_seconds() / 2
+        #: how long that stays good enough to trust a missing next log entry: half the log retention, and half
+        #: the age a log entry must reach before it may leave by count (retain.archive.log_trim)
+        self._trusted_for = _trust(DEFAULT_LOG_RETENTION)
         self._format: int | None = None
         self._legacy: LegacyStore | None = None
         self._watermarks: dict[str, StreamId | None] = {}
@@ -315,7 +320,7 @@ class Archive:
             self._format = 3 if DIGEST in self._table.metadata().partition_columns else 2
             retention = _interval(self.properties().get("delta.logRetentionDuration", ""))
             if retention is not None:
-                self._trusted_for = retention.total_seconds() / 2
+                self._trusted_for = _trust(retention)
         self._confirmed = time.monotonic()
 
     def _refresh(self) -> None:
@@ -341,8 +346,8 @@ class Archive:
         self._detect()
         if self._format == 1:
             return
-        # A newer commit's log entry is cleaned up no sooner than the log retention after it was written;
-        # past half that since the last full look, look again rather than trust a missing entry.
+        # A newer commit's log entry is cleaned up no sooner than twice _trusted_for after it was written (by
+        # age or by count); past that since the last full look, look again rather than trust a missing entry.
         fresh = time.monotonic() - self._confirmed < self._trusted_for
         if fresh and not self.location.exists(commit_path(self._version + 1)):
             return
@@ -769,9 +774,19 @@ class Archive:
                     with translate_errors(f"reading the table {self.location.table_uri!r}"):
                         self._refresh()
 
-    def clean_log(self) -> None:
-        """Delete the log entries older than the log retention and the latest checkpoint."""
+    def clean_log(self, now: datetime, keep_commits: int = LOG_KEEP_COMMITS) -> None:
+        """Delete the log entries older than the log retention and the latest checkpoint (delta-rs's cleanup),
+        then those before the newest checkpoint that ``keep_commits`` commits follow, if all of them are
+        :data:`~retain.archive.log_trim.LOG_TRIM_AGE` old or older at ``now`` (:mod:`retain.archive.log_trim`:
+        a long log slows every commit)."""
         self._at_the_latest("cleaning the log of", DeltaTable.cleanup_metadata)
+        with self._lock:
+            latest = self._version
+        if latest < 0:
+            return
+        listing = self.location.listing("_delta_log/")
+        for path in plan_log_trim(listing, latest, keep_commits, written_before=now - LOG_TRIM_AGE):
+            self.location.delete(path, f"removing {path!r} from the log of {self.location.table_uri!r}")
 
     def vacuum(self, *, dry_run: bool = False) -> list[str]:
         """Delete the files the table no longer lists: removed ones once the table's
@@ -803,6 +818,12 @@ class Archive:
         """How many objects the table's log holds, and their bytes (a listing: for reports, not reads)."""
         listed = self.location.listing("_delta_log/")
         return len(listed), sum(int(item["size"]) for item in listed)
+
+
+def _trust(log_retention: timedelta) -> float:
+    """Seconds a snapshot may trust a missing next commit: no commit leaves the log sooner than twice that
+    after it was written, by age (the log retention) or by count (:data:`~retain.archive.log_trim.LOG_TRIM_AGE`)."""
+    return min(log_retention, LOG_TRIM_AGE).total_seconds() / 2
 
 
 def _check_as_of(as_of: object) -> None:
