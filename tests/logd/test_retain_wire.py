@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -266,6 +267,17 @@ class TestSchedule:
         sent = datetime.fromisoformat(answer["now"])
         assert abs(sent - datetime.now(UTC)) < timedelta(minutes=5)  # this machine's clock, not logd's
         assert list(store.session().list("jobs.*").items) == ["future"]
+
+    def test_once_json(self, served, store, tmp_path):
+        """--once --log-format json prints the answer as one JSON line."""
+        store.session().patch([{"set": "jobs", "value": {"old": {"status": "done", "updatedAt": "2000-01-01T00:00:00Z"}}}])
+        policy = tmp_path / "retain-jobs.toml"
+        policy.write_text(SCHEDULE)
+        result = CliRunner().invoke(main, ["logd", "schedule", str(policy), "--once", "--log-format", "json",
+                                           "--connect", "{}:{}".format(*served.address)])
+        assert result.exit_code == 0, result.output
+        assert len(result.output.splitlines()) == 1
+        assert json.loads(result.output)["result"]["retain"]["rules"] == [{"path": "jobs.*", "deleted": 1}]
 
     def test_beats(self, served, store):
         """On its beat the schedule sends the same request with each beat's now from the caller's clock."""

@@ -380,6 +380,16 @@ class TestLogs:
         lines = [json.loads(line) for line in result.stdout.splitlines()]
         assert any(line.get("removed") == 15 and "trims" in line for line in lines), lines
         assert {"event": f"{FEED_KEY}  removed 15", "stream": FEED_KEY, "removed": 15} in lines
+    def test_dry_run_is_json(self, tmp_path, redis_server, redis_conn):
+        """--dry-run --log-format json: one JSON object per line on stdout, each stream's figures by name."""
+        append(redis_conn, FEED_KEY, 25)
+        result = invoke(str(write_policy(tmp_path, redis_server.url, FEED)), "--dry-run", "--log-format", "json")
+        assert result.exit_code == 0, result.output
+        lines = [json.loads(line) for line in result.stdout.splitlines()]
+        assert lines[0]["event"].startswith("dry run at ") and "now" in lines[0]
+        row = next(line for line in lines if line.get("stream") == FEED_KEY)
+        assert (row["length"], row["keeps"], row["outside"]) == (25, 10, 15), row
+        assert redis_conn.xlen(FEED_KEY) == 25  # a dry run
     def test_a_beat_that_removed_nothing_is_not_logged_at_info(self, tmp_path, redis_server, redis_conn):
         """Beats that change nothing log at DEBUG after the first (one INFO line a minute), not a line per tick."""
         redis_conn.delete(FEED_KEY)

@@ -41,7 +41,8 @@ def ops_tokens(tokens_file: str | None, insecure: bool, address: tuple[str, int]
 
 def log_format_option(function: Any) -> Any:
     return click.option("--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True,
-                        help="How the daemon logs to stderr: text lines, or one JSON object per line.")(function)
+                        help="How the daemon logs to stderr: text lines, or one JSON object per line (what "
+                             "--once or --dry-run print to stdout, too).")(function)
 
 
 def http_address(text: str, option: str = "--http") -> tuple[str, int]:

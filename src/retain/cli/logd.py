@@ -338,7 +338,7 @@ def schedule_command(policy_path: str, address: str | None, once: bool, token: s
     """
     from retain.logd.schedule import load_schedule
     from retain.logd.schedule_daemon import ScheduleConfig, run_scheduled, send_once
-    from retain.wire import dump_braced
+    from retain.wire import dump, dump_braced
 
     if http is not None and once:
         raise click.UsageError("--http serves a running schedule: drop --once")
@@ -349,6 +349,7 @@ def schedule_command(policy_path: str, address: str | None, once: bool, token: s
         run_scheduled(config)
         return
     answer = send_once(config)
-    sys.stdout.write(dump_braced(answer))
+    # The answer as the request language writes it; with --log-format json, as one JSON line (a log shipper's).
+    sys.stdout.write(dump(answer, "json").decode() if log_format == "json" else dump_braced(answer))
     if "error" in answer:
         sys.exit(1)

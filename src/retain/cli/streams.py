@@ -304,7 +304,7 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
     except InvalidPolicy as exc:
         raise click.BadParameter(str(exc).replace("[replicas] name", "the name"), param_hint="--replica") from None
     if dry_run:
-        _print_dry_run(policy_file, *daemon.dry_run(config))
+        _print_dry_run(policy_file, *daemon.dry_run(config), log_format)
     elif once:
         configure_logging(log_format)  # a warning the beat logs (Redis down) is in the same format
         _print_once(daemon.run_once(config), log_format)
@@ -312,15 +312,16 @@ def run_command(policy_path: str, once: bool, dry_run: bool, http: str | None, m
         daemon.run(config)
 
 
-def _print_dry_run(policy_file: PolicyFile, now: datetime, rows: list[StreamPreview]) -> None:
-    click.echo(f"dry run at {now.isoformat(timespec='seconds')}: nothing is folded or trimmed, no lease is taken "
-               "(every stream of the policy, whichever replica holds it)")
+def _print_dry_run(policy_file: PolicyFile, now: datetime, rows: list[StreamPreview], log_format: str) -> None:
+    lines: list[tuple[str, dict[str, Any]]] = [
+        (f"dry run at {now.isoformat(timespec='seconds')}: nothing is folded or trimmed, no lease is taken "
+         "(every stream of the policy, whichever replica holds it)", {"now": now.isoformat(timespec="seconds")})]
     for pattern in policy_file.policy.patterns:
         matched = [row.key for row in rows if row.pattern == pattern.pattern]
-        click.echo(f"pattern {pattern.pattern} matched {len(matched)} streams{': ' if matched else ''}"
-                   f"{', '.join(matched)}")
-    for row in rows:
-        click.echo(row.describe())
+        lines.append((f"pattern {pattern.pattern} matched {len(matched)} streams{': ' if matched else ''}"
+                      f"{', '.join(matched)}", {"pattern": pattern.pattern, "matched": matched}))
+    lines += [(row.describe(), row.log_fields()) for row in rows]
+    _print_lines(lines, log_format)
     if any(row.error for row in rows):
         sys.exit(1)
 
@@ -339,10 +340,16 @@ def _print_once(report: SweepReport, log_format: str) -> None:
     for key, error in report.failures.items():
         lines.append((f"{key}  {'fold failed, not trimmed' if key in report.fold_failures else 'failed'}: {error}",
                       {"stream": key, "error": type(error).__name__}))
+    _print_lines(lines, log_format)
+    if report.failures:
+        sys.exit(1)
+
+
+def _print_lines(lines: list[tuple[str, dict[str, Any]]], log_format: str) -> None:
+    """Each line's text; with ``json``, one JSON object per line on stdout instead: the text as ``event``, the
+    line's fields beside it (the daemon's log lines' shape)."""
     for text, fields in lines:
-        if log_format == "json":  # one JSON object per line on stdout, the daemon's fields with each
+        if log_format == "json":
             click.echo(json.dumps({"event": text, **fields}, default=str))
         else:
             click.echo(text)
-    if report.failures:
-        sys.exit(1)

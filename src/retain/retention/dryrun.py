@@ -93,6 +93,24 @@ class StreamPreview:
         """Entries a trim now leaves in the stream (for an archived entry, also what is not archived)."""
         return self.length - self.outside
 
+    def log_fields(self) -> dict[str, object]:
+        """What a JSON line of the preview carries besides its text (``describe()``): the figures by name."""
+        fields: dict[str, object] = {"stream": self.key, "window": self.window.describe()}
+        if self.pattern is not None:
+            fields["pattern"] = self.pattern
+        if self.error is not None:
+            return {**fields, "error": type(self.error).__name__, "message": str(self.error)}
+        fields.update(length=self.length, keeps=self.keeps, outside=self.outside, at_least=self.at_least)
+        if self.archived:
+            fields.update(watermark=str(self.watermark) if self.watermark is not None else None, folds=self.folds,
+                          expires=self.expires, compacts=self.compacts)
+        if self.outside_by:
+            fields.update(cut_by=self.cut_by, outside_by=dict(self.outside_by))
+        if self.groups:
+            fields["groups"] = {name: {"pending": taken.pending, "undelivered": taken.undelivered}
+                                for name, taken in self.groups.items()}
+        return fields
+
     def describe(self) -> str:
         """One line for people."""
         head = f"{self.key}  {self.window.describe()}"
