@@ -57,9 +57,7 @@ class Owners:
             return await self._call(owner, request)
         started = time.perf_counter()
         answer = await self._call(owner, request)
-        error = answer.get("error")
-        self.observe(owner.name, str(error.get("code", "error")) if isinstance(error, dict) else "ok",
-                     time.perf_counter() - started)
+        self.observe(owner.name, answer["error"]["code"] if "error" in answer else "ok", time.perf_counter() - started)
         return answer
 
     async def _call(self, owner: Owner, request: Body) -> Answer:

@@ -27,12 +27,14 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from retain.wire.requests import Answer
 
 __all__ = ["LogdMetrics", "verb_of"]
 
@@ -78,41 +80,38 @@ class LogdMetrics:
         self._recent: deque[tuple[float, str]] = deque(maxlen=RECENT_RETAINS)
         # Each label set's child, looked up once: labels() validates and locks on every call (no more entries
         # than the registry holds children already).
-        self._timers: dict[str, Any] = {}
-        self._counters: dict[tuple[str, str], Any] = {}
+        self._children: dict[tuple[object, ...], Any] = {}
         self._lock = threading.Lock()
 
     def committed(self, record: object) -> None:
         """A store listener: count one commit."""
         self.commits.inc()
 
-    def observe(self, request: Any, answer: dict[str, Any], seconds: float) -> None:
+    def observe(self, request: Any, answer: Answer, seconds: float) -> None:
         """Count one answered request; a retain answer adds its deleted, skipped, retried and unreadable items."""
         verb = verb_of(request)
-        error = answer.get("error") if isinstance(answer, dict) else None
-        outcome = str(error.get("code", "error")) if isinstance(error, dict) else "ok"
-        timer = self._timers.get(verb)
-        if timer is None:
-            timer = self._timers[verb] = self.duration.labels(verb)
-        counter = self._counters.get((verb, outcome))
-        if counter is None:
-            counter = self._counters[verb, outcome] = self.requests.labels(verb, outcome)
-        timer.observe(seconds)
-        counter.inc()
+        outcome = answer["error"]["code"] if "error" in answer else "ok"
+        self._child(self.duration, verb).observe(seconds)
+        self._child(self.requests, verb, outcome).inc()
         if verb != "retain":
             return
-        if error is not None:
-            self._remember(f"error {outcome}: {error.get('message', '') if isinstance(error, dict) else error}")
+        if "error" in answer:
+            self._remember(f"error {outcome}: {answer['error']['message']}")
             return
-        body = answer.get("result", {}).get("retain", {}) if isinstance(answer.get("result"), dict) else {}
-        rules = body.get("rules", []) if isinstance(body, dict) else []
-        for rule in rules if isinstance(rules, list) else []:
-            if isinstance(rule, dict):
-                self.deleted.inc(int(rule.get("deleted", 0)))
-                self.skipped.inc(int(rule.get("skipped", 0)))
-                self.retried.inc(int(rule.get("retried", 0)))
-                self.unreadable.inc(int(rule.get("unreadable", 0)))
+        body: Mapping[str, Any] = answer["result"]["retain"]  # this server's retain: a RetainPassResult
+        for rule in body["rules"]:
+            self.deleted.inc(int(rule.get("deleted", 0)))
+            self.skipped.inc(int(rule.get("skipped", 0)))
+            self.retried.inc(int(rule.get("retried", 0)))
+            self.unreadable.inc(int(rule.get("unreadable", 0)))
         self._remember(_summary(body))
+
+    def _child(self, metric: Counter | Histogram, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once per label set."""
+        child = self._children.get((metric, *labels))
+        if child is None:
+            child = self._children[(metric, *labels)] = metric.labels(*labels)
+        return child
 
     def recent_retains(self) -> list[tuple[float, str]]:
         """The last retain answers as ``(epoch seconds, summary)``, newest first."""
@@ -124,11 +123,8 @@ class LogdMetrics:
             self._recent.append((self.clock(), summary))
 
 
-def _summary(body: Any) -> str:
-    if not isinstance(body, dict):
-        return "retain answered"
-    rules = "; ".join(f"{rule.get('path')}: {rule.get('deleted', 0)}" for rule in body.get("rules", [])
-                      if isinstance(rule, dict))
+def _summary(body: Mapping[str, Any]) -> str:
+    rules = "; ".join(f"{rule.get('path')}: {rule.get('deleted', 0)}" for rule in body.get("rules", []))
     return f"deleted {body.get('deleted', 0)} at {body.get('now', '?')}, commit {body.get('commit', '?')}" + \
         (f" ({rules})" if rules else "")
 
