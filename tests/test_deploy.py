@@ -90,7 +90,9 @@ def scraped(redis_server, tmp_path_factory) -> set[str]:
                       '[[stream]]\nqueue = "deploy"\nname = "aged"\nmax_age = "7d"\n')
     names: set[str] = set()
     with running(["streams", "run", str(policy)], tmp, name="streams") as daemon:
+        # Every labelled series the dashboards name: the fold's counter is set after its W (CI once scraped between).
         wait_for(lambda: "retain_stream_watermark_age_seconds{" in daemon.metrics()
+                 and "retain_stream_folded_total{" in daemon.metrics()
                  and 'kind="read"' in daemon.metrics(), "the streams daemon's series", child=daemon.process)
         names |= exported(daemon.metrics())
     schedule = tmp / "schedule.toml"
