@@ -1,5 +1,5 @@
-"""What logd's benches share: a store of jobs built through the store, the store served in a child process, and a
-writer process started beside it.
+"""What logd's benches share: a store of jobs built through the store (and its retain rule's first pass), the store
+served in a child process, and a writer process started beside it.
 
 Loaded by path (``load()`` in each bench): the bench folder is never on ``sys.path``, where ``bench/retain.py``
 would shadow the ``retain`` package.
@@ -17,12 +17,49 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from retain.logd import Client, ServerThread, Store
+from retain.logd import Client, ServerThread, Session, Store
+from retain.logd.retain import Pass, Step, drive, retain_pass
 from retain.logd.settings import Settings
 
 BUILD_BATCH = 10_000
 NOW = "2026-09-12T08:00:00Z"
 OLD, YOUNG = "2026-09-10T08:00:00Z", "2026-09-12T07:00:00Z"  # two days before NOW, and an hour
+
+
+FIRST_NOW = "2026-01-01T00:00:00Z"  # before every stamp: a pass at it deletes nothing
+
+
+def first_pass(path: Path, request: dict[str, Any]) -> tuple[float, float]:
+    """The request's first pass over the store at ``path``, at :data:`FIRST_NOW` (nothing expires): a SQLite store
+    builds its heads index for each rule (docs/logd-retain.md), which every pass after it selects from, in short
+    write steps. Its wall seconds, and the longest write step's (what a writer beside it may wait)."""
+    longest = 0.0
+
+    def timed(step: Step) -> Step:
+        def run() -> object:
+            nonlocal longest
+            started = time.perf_counter()
+            value = step.run()
+            if step.writes:
+                longest = max(longest, time.perf_counter() - started)
+            return value
+        return Step(run, step.writes)
+
+    def steps(session: Session) -> Pass:
+        inner, value = retain_pass(session, {**request, "now": FIRST_NOW}), None
+        while True:
+            try:
+                step = inner.send(value)
+            except StopIteration as stop:
+                return stop.value
+            value = yield timed(step)
+
+    started = time.perf_counter()
+    with Store.open(str(path), settings=Settings(synchronous="normal", read_budget=10 ** 9)) as store:
+        result = drive(steps(store.session(author="bench")))
+    if result.deleted:
+        raise SystemExit(f"the first pass deleted {result.deleted} items")
+    return time.perf_counter() - started, longest
 
 
 def job(index: int) -> dict[str, Any]:

@@ -8,13 +8,16 @@ Three workloads:
 - bulk: BULK_PATCHES patches of BULK new records each (a producer's batch: the bulk write path),
   each its own commit; against one ``executemany`` of the same documents' JSON per transaction
   into a raw table, same pragmas (WAL, synchronous=normal). Alternating rounds, median of ROUNDS;
+- the same patches and bulk patches into a container the store keeps a heads index of (a retain rule's first
+  pass built it): what every write pays for the rule's fast pass (docs/logd-retain.md);
 - list: a container of ITEMS items (built in patches of 10,000), a tenth of them then
   updated; ``list jobs.*`` at the current commit and at the older commit before the
   updates; against ``SELECT`` + ``json.loads`` of the same ITEMS documents from a raw table.
 
 Run: python3 dev.py bench logd_write [ITEMS]
 Prints a table, then one JSON line: {"ratio": store patches/s / raw inserts/s (normal),
-"ratio_bulk": store records/s in 1,000-record patches / raw executemany rows/s, ...}.
+"ratio_bulk": store records/s in 1,000-record patches / raw executemany rows/s, "ratio_indexed",
+"ratio_bulk_indexed": the same into an indexed container, ...}.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ import time
 from functools import partial
 from pathlib import Path
 
-from retain.logd import Store
+from retain.logd import Session, Store
+from retain.logd.retain import run_retain
 from retain.logd.settings import Settings
 
 ROUNDS = 5
@@ -58,11 +62,23 @@ def timed(function) -> float:
     return time.perf_counter() - start
 
 
-def patches(directory: Path, synchronous: str) -> tuple[float, float]:
-    """Median patches/s through the store and inserts/s raw, alternating rounds."""
-    store = Store.open(str(directory / f"store-{synchronous}.sqlite3"), settings=Settings(synchronous=synchronous))
+def indexed(session: Session) -> None:
+    """Have the store keep its heads index of a retain rule over ``jobs`` (its first pass, over an empty
+    container, builds it): from then on every version written into ``jobs`` pays the rule's test."""
+    session.patch([{"set": "jobs", "value": {}}])
+    run_retain(session, {"now": "2000-01-01T00:00:00Z", "what": [
+        {"path": "jobs.*", "match": {"status": "done"}, "age": ".updatedAt", "after": "1d"}]})
+
+
+def patches(directory: Path, synchronous: str, index: bool = False) -> tuple[float, float]:
+    """Median patches/s through the store and inserts/s raw, alternating rounds; ``index``: into a container the
+    store keeps a heads index of."""
+    name = f"{synchronous}{'-indexed' if index else ''}"
+    store = Store.open(str(directory / f"store-{name}.sqlite3"), settings=Settings(synchronous=synchronous))
     session = store.session(author="bench")
-    raw = raw_table(directory / f"raw-{synchronous}.sqlite3", synchronous)
+    if index:
+        indexed(session)
+    raw = raw_table(directory / f"raw-{name}.sqlite3", synchronous)
     times: dict[str, list[float]] = {"store": [], "raw": []}
 
     def through_store(offset: int) -> None:
@@ -84,13 +100,18 @@ def patches(directory: Path, synchronous: str) -> tuple[float, float]:
     return PATCHES / statistics.median(times["store"]), PATCHES / statistics.median(times["raw"])
 
 
-def bulk_patches(directory: Path) -> tuple[float, float]:
+def bulk_patches(directory: Path, index: bool = False) -> tuple[float, float]:
     """Median records/s written in patches of BULK new records through the store, and rows/s in one raw
-    executemany of the same documents' JSON per transaction; alternating rounds, synchronous=normal."""
-    store = Store.open(str(directory / "bulk.sqlite3"), settings=Settings(synchronous="normal"))
+    executemany of the same documents' JSON per transaction; alternating rounds, synchronous=normal. ``index``:
+    into a container the store keeps a heads index of."""
+    name = "bulk-indexed" if index else "bulk"
+    store = Store.open(str(directory / f"{name}.sqlite3"), settings=Settings(synchronous="normal"))
     session = store.session(author="bench")
-    session.patch([{"set": "jobs", "value": {}}])
-    raw = raw_table(directory / "bulk-raw.sqlite3", "normal")
+    if index:
+        indexed(session)
+    else:
+        session.patch([{"set": "jobs", "value": {}}])
+    raw = raw_table(directory / f"{name}-raw.sqlite3", "normal")
     times: dict[str, list[float]] = {"store": [], "raw": []}
 
     def through_store(offset: int) -> None:
@@ -145,21 +166,30 @@ def main() -> None:
         store_normal, raw_normal = patches(directory, "normal")
         store_full, raw_full = patches(directory, "full")
         store_bulk, raw_bulk = bulk_patches(directory)
+        store_indexed, raw_indexed = patches(directory, "normal", index=True)
+        store_bulk_indexed, raw_bulk_indexed = bulk_patches(directory, index=True)
         listed = listing(directory, items)
     ratio, ratio_full, ratio_bulk = store_normal / raw_normal, store_full / raw_full, store_bulk / raw_bulk
+    ratio_indexed, ratio_bulk_indexed = store_indexed / raw_indexed, store_bulk_indexed / raw_bulk_indexed
     print(f"{'workload':<28} {'store':>14} {'raw sqlite3':>14} {'ratio':>7}")
     print(f"{'patches, synchronous=normal':<28} {store_normal:>12.0f}/s {raw_normal:>12.0f}/s {ratio:>7.3f}"
           f"   ({PATCHES} one-op commits, median of {ROUNDS})")
     print(f"{'patches, synchronous=full':<28} {store_full:>12.0f}/s {raw_full:>12.0f}/s {ratio_full:>7.3f}")
     print(f"{'1,000-record patches':<28} {store_bulk:>12.0f}/s {raw_bulk:>12.0f}/s {ratio_bulk:>7.3f}"
           f"   (records/s; raw: one executemany per transaction)")
+    print(f"{'patches, a heads index kept':<28} {store_indexed:>12.0f}/s {raw_indexed:>12.0f}/s {ratio_indexed:>7.3f}"
+          "   (synchronous=normal; into a container a retain rule's index covers)")
+    print(f"{'1,000-record, index kept':<28} {store_bulk_indexed:>12.0f}/s {raw_bulk_indexed:>12.0f}/s "
+          f"{ratio_bulk_indexed:>7.3f}")
     print(f"{'list ' + format(items, ',') + ' items, current':<28} {listed['current_s']:>13.2f}s "
           f"{listed['raw_s']:>13.2f}s {listed['current_s'] / listed['raw_s']:>7.3f}   (raw: SELECT + json.loads)")
     print(f"{'list, older commit':<28} {listed['older_s']:>13.2f}s {listed['raw_s']:>13.2f}s "
           f"{listed['older_s'] / listed['raw_s']:>7.3f}")
     print(f"{'build (10,000-op patches)':<28} {listed['build_items_per_s']:>12.0f}/s")
     print(json.dumps({"bench": "logd_write", "ratio": round(ratio, 4), "ratio_bulk": round(ratio_bulk, 4),
-                      "ratio_full": round(ratio_full, 4), "store_bulk_records_per_s": round(store_bulk),
+                      "ratio_full": round(ratio_full, 4), "ratio_indexed": round(ratio_indexed, 4),
+                      "ratio_bulk_indexed": round(ratio_bulk_indexed, 4), "store_bulk_records_per_s": round(store_bulk),
+                      "store_bulk_indexed_records_per_s": round(store_bulk_indexed),
                       "raw_executemany_rows_per_s": round(raw_bulk),
                       "store_patches_per_s": round(store_normal), "raw_inserts_per_s": round(raw_normal),
                       "store_patches_per_s_full": round(store_full), "raw_inserts_per_s_full": round(raw_full),

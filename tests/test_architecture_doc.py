@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = (ROOT / "docs" / "architecture.md").read_text()
 #: the invariants of the design (ARCHITECTURE.md), each of which must have a row
 INVARIANTS = ["WINDOW", "DECOUPLED", "VALIDATE", "SURFACE", "FOLD", "MERGE", "FENCE", "IDEMPOTENT", "PRECONDITION",
-              "REPRO", "HISTORY", "NOSILENTGAP", "ISOLATION", "AUTH", "ONEHOLDER", "TAKEOVER", "PROGRESS"]
+              "REPRO", "HISTORY", "NOSILENTGAP", "ISOLATION", "AUTH", "ONEHOLDER", "TAKEOVER", "PROGRESS", "HEADS"]
 
 
 def section(name: str) -> str:

@@ -185,6 +185,8 @@ def _steps(session: Session, request: RetainRequest, before_batch: BeforeBatch |
             hook = None if before_batch is None else partial(before_batch, index)
             for start in range(0, len(expired), request.batch):
                 yield from _settle(session, read, expired[start:start + request.batch], request.author, tally, hook)
+            if not read.indexed:
+                yield from _keep_heads(session, rule)
         except LogdError as exc:
             raise _failed(exc, request, index, done, tally.committed) from exc
         done.append(RuleResult(str(rule.path), sum(items for _, items in tally.committed), read.selection.unreadable,
@@ -192,6 +194,14 @@ def _steps(session: Session, request: RetainRequest, before_batch: BeforeBatch |
                                tuple(commit for commit, _ in tally.committed)))
     commit = max(max((rule.read_at, *rule.commits)) for rule in done)
     return RetainResult(now, commit, tuple(done))
+
+
+def _keep_heads(session: Session, rule: RetainRule) -> Generator[Step, Any, None]:
+    """Once the rule's deletes are in: build what the backend keeps to select it faster next time (a SQLite
+    store's heads index), a short write step at a time, so that other clients' writes come between."""
+    store, container = session.store, record_key(rule.container)
+    while (yield Step(partial(store._keep_heads, container, rule.test), writes=True)):
+        pass
 
 
 def tries(batch: int) -> int:
@@ -277,7 +287,8 @@ def _settle(session: Session, read: _Read, batch: tuple[tuple[str, str], ...], a
 class _Read:
     """What a rule read at commit ``at``, aging by ``now``: its selection, and how its batches are deleted -- by the
     backend's guarded statement when the backend selected (``in_sql``), else as patches under preconditions.
-    ``beneath``: whether records may lie beneath the items (False: the backend's selection saw none)."""
+    ``beneath``: whether records may lie beneath the items (False: the backend's selection saw none). ``indexed``
+    False: the backend would select this rule faster once it built what it keeps for it (:func:`_keep_heads`)."""
 
     rule: RetainRule
     now: datetime
@@ -285,6 +296,7 @@ class _Read:
     at: int
     in_sql: bool
     beneath: bool = True
+    indexed: bool = True
 
     def again(self, session: Session, names: tuple[str, ...]) -> tuple[int, tuple[tuple[str, str], ...]] | None:
         """Read the named items afresh, on a snapshot at the head, and select among them as the read did (the same
@@ -330,7 +342,8 @@ def _read(session: Session, rule: RetainRule, now: datetime) -> _Read:
         view = View(reader, reader.head()[0], session.scope_id)
         selected = None if _raw_below(schema, container) else _select_in_sql(reader, view, rule, now, budget)
         if selected is not None:
-            return _Read(rule, now, selected.selection, view.at, in_sql=True, beneath=selected.beneath)
+            return _Read(rule, now, selected.selection, view.at, in_sql=True, beneath=selected.beneath,
+                         indexed=selected.indexed)
         return _Read(rule, now, select(_items(view, rule, schema, budget), rule, now), view.at, in_sql=False)
 
 
@@ -355,7 +368,7 @@ def _select_in_sql(reader: Reads, view: View, rule: RetainRule, now: datetime, b
     if selected.records >= budget:
         raise over_budget(container, budget)  # with the container record itself, past the budget
     return Selected(Selection(selected.selection.expired, own.unreadable + selected.selection.unreadable),
-                    selected.records, selected.beneath)
+                    selected.records, selected.beneath, selected.indexed)
 
 
 def _raw_below(schema: Schema, container: Path) -> bool:

@@ -1,4 +1,4 @@
-"""The store's settings: ``storage.readBudget``, ``storage.synchronous``, ``compaction.*``.
+"""The store's settings: ``storage.readBudget``, ``storage.synchronous``, ``storage.retainIndexes``, ``compaction.*``.
 
 Durations are :class:`datetime.timedelta`; :meth:`Settings.from_options` reads the
 written forms (``1h``, ``30d``, ``1h:1d`` for a tier, ``forever``).
@@ -49,6 +49,10 @@ class Settings:
     - ``read_budget`` (``storage.readBudget``): the most records one read may assemble;
     - ``synchronous`` (``storage.synchronous``): SQLite's flush level; ``full`` survives power loss,
       ``normal`` survives a killed process;
+    - ``retain_indexes`` (``storage.retainIndexes``): whether a SQLite store keeps a heads index for each
+      retain rule a pass ran (:mod:`retain.logd.sqlite_heads`): its passes about three times cheaper, every
+      version written into its container paying the rule's test (some microseconds); off, it keeps none and
+      drops any it kept;
     - ``cutoff`` (``compaction.cutoff``): commits younger than this keep their delta and are all readable;
     - ``tiers`` (``compaction.tiers``): which older commits stay readable as root snapshots; each
       tier's ``every`` a multiple of the one before, each ``keep`` longer;
@@ -63,6 +67,7 @@ class Settings:
 
     read_budget: int = 100_000
     synchronous: str = "full"
+    retain_indexes: bool = True
     cutoff: timedelta = timedelta(hours=1)
     tiers: tuple[Tier, ...] = field(default=DEFAULT_TIERS)
     horizon: timedelta | None = None
@@ -78,6 +83,8 @@ class Settings:
                             ("limits.pathLength", self.max_path_length), ("limits.scopes", self.max_scopes),
                             ("limits.scopesPerToken", self.max_scopes_per_token)):
             _fields.whole_number(value, name, Where("", InvalidSettings), minimum=1)
+        if not isinstance(self.retain_indexes, bool):
+            raise InvalidSettings(f"storage.retainIndexes must be true or false (got {self.retain_indexes!r})")
         if self.synchronous not in SYNCHRONOUS:
             raise InvalidSettings(f"storage.synchronous must be one of {', '.join(SYNCHRONOUS)} "
                                   f"(got {self.synchronous!r})")
@@ -100,9 +107,12 @@ class Settings:
 
     @classmethod
     def from_options(cls, *, read_budget: int | None = None, synchronous: str | None = None,
-                     cutoff: str | None = None, tiers: Sequence[str] = (), horizon: str | None = None) -> Settings:
+                     cutoff: str | None = None, tiers: Sequence[str] = (), horizon: str | None = None,
+                     retain_indexes: bool | None = None) -> Settings:
         """Settings from their written forms; anything not given keeps its default."""
         given: dict[str, object] = {}
+        if retain_indexes is not None:
+            given["retain_indexes"] = retain_indexes
         if read_budget is not None:
             given["read_budget"] = read_budget
         if synchronous is not None:

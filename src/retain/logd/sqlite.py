@@ -32,6 +32,7 @@ more for the records beneath the items.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 import json
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from retain.errors import StorageError, StoreDamaged
+from retain.logd import sqlite_heads
 from retain.logd.checksums import checksum, checksum_bytes, decoded, decoded_delta, delta_damaged, value_damaged
 from retain.logd.sqlite_items import CompiledTest, compile_test, cutoff_params
 from retain.logd.sqlite_pages import Worker, select_pages
@@ -86,7 +88,7 @@ CREATE INDEX IF NOT EXISTS commits_time ON commits (time);
 CREATE TABLE IF NOT EXISTS scopes (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, created INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS snapshots (rev INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
+""" + sqlite_heads.SCHEMA
 
 # The records (scope, key) of one prune step: the next :records of them after (:scope, :key), in the
 # primary key's order; the last one bounds the step.
@@ -155,10 +157,12 @@ class _Reads:
     """The reads of :class:`~retain.logd.storage.Reads` over one sqlite3 connection; ``path``: the file, for a
     snapshot's selection to hand key ranges to workers (None: it selects every range itself)."""
 
-    def __init__(self, db: sqlite3.Connection, path: str | None = None, head: tuple[int, float] | None = None) -> None:
+    def __init__(self, db: sqlite3.Connection, path: str | None = None, head: tuple[int, float] | None = None,
+                 retain_indexes: bool = True) -> None:
         self._db = db
         self._path = path
         self._head = head  # a snapshot's head, read as it began (it cannot move); None: read it each time
+        self._retain_indexes = retain_indexes  # whether the store keeps heads indexes (storage.retainIndexes)
 
     @_translated
     def head(self) -> tuple[int, float]:
@@ -197,24 +201,40 @@ class _Reads:
     @_translated
     def select_items(self, scope: int, container: str, at: int, test: ItemTest, cutoff: datetime | None,
                      limit: int) -> Selected | None:
+        if scope == 0 and self._retain_indexes and sqlite_heads.indexable(test):
+            heads = sqlite_heads.find(self._db, container, test)
+            if heads is not None and heads.usable and at == self.head()[0]:
+                statement, params = sqlite_heads.selecting(heads, container, cutoff)
+                ranges = sqlite_heads.ranges(self._db, heads, container, self._parts(scope), _RANGE)
+                return self._select_ranges(statement, params, ranges, at, limit, index=True)
+            indexed = False  # the store keeps none for this test yet: the pass builds it (Backend.keep_heads)
+        else:
+            indexed = True  # nothing to build
         selecting = _selecting(test, scope, container, at, cutoff)
         if selecting is None:
             return None
         statement, params = selecting
-        (after, end), *others = self._ranges(scope, container)
+        # The baseline's pages are key ranges found in the index (sqlite_pages.pages).
+        selected = self._select_ranges(statement, params, self._ranges(scope, container), at, limit, bounded=scope == 0)
+        return dataclasses.replace(selected, indexed=indexed)
+
+    def _select_ranges(self, statement: str, params: dict[str, Any], ranges: list[tuple[str, str]], at: int,
+                       limit: int, *, bounded: bool = False, index: bool = False) -> Selected:
+        """The selection statement over each key range at once: the first here, each other in a worker process (read
+        here after all if its worker cannot answer)."""
+        (after, end), *others = ranges
         path = self._path
-        bounded = scope == 0  # the baseline's pages are key ranges found in the index (sqlite_pages.pages)
-        workers = [Worker.start(path, at, statement, params, start, stop, limit, bounded) for start, stop in others] \
-            if path is not None else []
+        workers = [Worker.start(path, at, statement, params, start, stop, limit, bounded, index)
+                   for start, stop in others] if path is not None else []
         started = time.monotonic()
         try:
-            parts = [select_pages(self._db, statement, params, after, end, limit, bounded)]
+            parts = [select_pages(self._db, statement, params, after, end, limit, bounded, index)]
             # A worker's range is about as large as the one read here: one ten times as slow, and 10 s more, is stuck.
             patience = _WORKER_PATIENCE + _WORKER_PATIENCE * (time.monotonic() - started)
-            for index, (start, stop) in enumerate(others):
-                answered = workers[index].result(patience) if workers else None
+            for number, (start, stop) in enumerate(others):
+                answered = workers[number].result(patience) if workers else None
                 # A worker that could not answer: its range read here, on this snapshot.
-                parts.append(answered or select_pages(self._db, statement, params, start, stop, limit, bounded))
+                parts.append(answered or select_pages(self._db, statement, params, start, stop, limit, bounded, index))
         finally:
             for worker in workers:
                 worker.stop()
@@ -234,21 +254,26 @@ class _Reads:
                                             "names": json.dumps(list(names))}).fetchall()
         return tuple((name, str(mark)) for name, mark in rows)
 
+    def _parts(self, scope: int) -> int:
+        """The most key ranges a selection in ``scope``'s view runs at once: one per core up to :data:`_RANGES`; one
+        where no worker can help (a snapshot of the writer's connection, a scope's view: its records are two ranges
+        of the index already)."""
+        return 1 if self._path is None or scope != 0 else min(_cores(), _RANGES)
+
     def _ranges(self, scope: int, container: str) -> list[tuple[str, str]]:
         """The container's records cut into key ranges ``(after, end)`` of about as many records each: one
         per core up to :data:`_RANGES`, none under :data:`_RANGE` records. One range where no worker can
         help: a snapshot of the writer's connection, a scope's view (its records are two ranges of the
         index already), a container too small to be worth a worker."""
         after, end = container + SEP, container + _AFTER_SEP
-        cores = _cores()
-        if self._path is None or scope != 0 or cores < 2:
+        if self._parts(scope) < 2:
             return [(after, end)]
         # Every version counts, the newer than ``at`` too: the cut needs no precision, and each query takes half
         # as long as one looking at the revs.
         params = {"after": after, "end": end}
         versions = self._db.execute("SELECT count(*) FROM nodes WHERE scope = 0 AND key > :after AND key < :end",
                                     params).fetchone()[0]
-        count = min(cores, _RANGES, versions // _RANGE)
+        count = min(self._parts(scope), versions // _RANGE)
         if count < 2:
             return [(after, end)]
         ranges, start = [], after
@@ -384,7 +409,8 @@ class SqliteBackend(_Reads):
     """A :class:`~retain.logd.storage.Backend` on one SQLite file (``":memory:"`` for a throwaway)."""
 
     @_translated
-    def __init__(self, path: str | Path, *, synchronous: str = "full", check_at_open: bool = True) -> None:
+    def __init__(self, path: str | Path, *, synchronous: str = "full", check_at_open: bool = True,
+                 retain_indexes: bool = True) -> None:
         if synchronous not in SYNCHRONOUS:
             raise StorageError(f"storage.synchronous must be one of {', '.join(SYNCHRONOUS)} (got {synchronous!r})")
         self.path = str(path)
@@ -402,6 +428,9 @@ class SqliteBackend(_Reads):
         self._db.execute("PRAGMA busy_timeout = 10000")
         self._db.executescript(_SCHEMA)
         _migrate(self._db, self.path)
+        self._retain_indexes = retain_indexes  # off: no heads index kept, and those kept before dropped
+        if not retain_indexes:
+            sqlite_heads.drop_all(self._db)
         self._statements: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
         self._grouped = False  # inside group(): each transaction() is part of the group's
         self._lost: BaseException | None = None  # what failed after changing rows inside the group
@@ -528,7 +557,7 @@ class SqliteBackend(_Reads):
             with self._kept_lock:
                 self._kept_all.append(db)
         try:
-            yield _Reads(db, self.path, head)
+            yield _Reads(db, self.path, head, self._retain_indexes)
         finally:
             if keep:
                 with contextlib.suppress(sqlite3.Error):
@@ -603,6 +632,10 @@ class SqliteBackend(_Reads):
                 "AND n.key < :prefix || b.value || char(32) AND n.rev <= :at GROUP BY n.key) WHERE kind <> 0",
                 params)
         return held
+
+    @_translated
+    def keep_heads(self, container: str, test: ItemTest) -> bool:
+        return self._retain_indexes and sqlite_heads.build_step(self._db, container, test)
 
     def _unchanged(self, scope: int, first: str, last: str, since: int, items: int) -> bool:
         """Whether no record from the item ``first`` to the item ``last``, the records beneath it included, has a
@@ -771,6 +804,10 @@ def _problems(db: sqlite3.Connection, full: bool) -> list[str]:
             problems += _mismatches(db)
         except sqlite3.DatabaseError as exc:  # pages too damaged to read every row
             problems.append(f"cannot read every row to check its checksum: {exc}")
+        try:
+            problems += list(sqlite_heads.mismatches(db, _SHOWN))
+        except sqlite3.DatabaseError as exc:
+            problems.append(f"cannot work the heads indexes out again to check them: {exc}")
     return problems
 
 

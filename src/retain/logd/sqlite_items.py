@@ -114,6 +114,15 @@ class CompiledTest:
                 f"WHEN {_readable(s)} THEN (CASE WHEN {_instant_us(s)} <= :cutoff_us AND {self.matches} THEN {expired} "
                 f"ELSE {kept} END) ELSE {unreadable} END)")
 
+    def instant(self, s: str) -> str:
+        """The instant of the stamp ``s`` in microseconds since the epoch, NULL when it is unreadable: what
+        :meth:`classify` compares with a cutoff, worked out without one (a store keeps it per record for a test it
+        has seen: :mod:`retain.logd.sqlite_heads`). ``<= :cutoff_us`` over it decides as :meth:`classify` does: a
+        canonical stamp has whole seconds, so its text order against ``:cutoff_text`` is this order."""
+        # A canonical stamp SQLite reads as it is (``Z`` included): the seconds at once, no offset to take off.
+        return (f"(CASE WHEN {_canonical(s)} THEN (CASE WHEN {s} < '0001' THEN NULL ELSE "
+                f"CAST(strftime('%s', {s}) AS INTEGER) * 1000000 END) WHEN {_readable(s)} THEN {_instant_us(s)} END)")
+
     def guard(self, read: str) -> str:
         """The precondition of one item: the stamp is the text ``read`` (a readable stamp, so no number,
         map or list is equal to it) and the match holds."""

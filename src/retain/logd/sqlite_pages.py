@@ -9,8 +9,9 @@ threads selecting at once took longer than one thread selecting both ranges (doc
 A worker reads its job as one JSON document on stdin (the database, the commit, the statement and its parameters,
 the range, the limit), selects inside one read transaction of its own, at a lower priority than the caller's
 threads, and writes a JSON line per page as it goes: ``[records, unreadable, "names and marks joined", beneath]``. It
-writes ``"moved"`` instead when the store's compaction boundary passed the commit since the caller read it: a
-version the commit sees may be gone. Whatever goes wrong with a worker -- it cannot start, fails, declines, or
+writes ``"moved"`` instead when the store's compaction boundary passed the commit since the caller read it (a
+version the commit sees may be gone), or, selecting from a heads index (which holds the head only), when another
+commit came since. Whatever goes wrong with a worker -- it cannot start, fails, declines, or
 takes far longer than the caller's own range (it is then ended) -- the caller selects its range itself, on its
 own snapshot.
 """
@@ -28,7 +29,7 @@ import threading
 from collections.abc import Iterator
 from typing import IO, Any
 
-__all__ = ["Part", "Worker", "pages", "select_pages"]
+__all__ = ["Part", "Worker", "index_pages", "pages", "select_pages"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,26 @@ def pages(db: sqlite3.Connection, statement: str, params: dict[str, Any], after:
             after = last
 
 
+def index_pages(db: sqlite3.Connection, statement: str, params: dict[str, Any], start: str, end: str,
+                limit: int) -> Iterator[tuple[int, int, str, int]]:
+    """:func:`pages` over a heads index (:mod:`retain.logd.sqlite_heads`: one row per record, ``params["ix"]``
+    names it) from the key ``start`` (included) to ``end``: each page the key range up to the key ``PAGE`` rows on,
+    found first in the index, and the statement over ``key >= :start AND key < :stop``."""
+    records = 0
+    while records < limit:
+        page = min(PAGE, limit - records)
+        found = db.execute("SELECT key FROM retain_heads WHERE ix = :ix AND key >= :start AND key < :end ORDER BY key "
+                           "LIMIT 1 OFFSET :page", {"ix": params["ix"], "start": start, "end": end,
+                                                    "page": page}).fetchone()
+        stop = end if found is None else found[0]
+        read, unreadable, joined, beneath = db.execute(statement, params | {"start": start, "stop": stop}).fetchone()
+        records += read
+        yield read, int(unreadable), joined or "", int(beneath)
+        if found is None:
+            return
+        start = stop
+
+
 def _page_end(db: sqlite3.Connection, after: str, end: str, page: int) -> tuple[str, str | None]:
     """Where a page of the baseline's records past ``after`` ends: ``(stop, before)``, the page being the keys
     past ``after`` and below ``stop``, and the next page's starting past ``before`` (None: this page reaches
@@ -111,12 +132,19 @@ def _page_end(db: sqlite3.Connection, after: str, end: str, page: int) -> tuple[
 
 
 def select_pages(db: sqlite3.Connection, statement: str, params: dict[str, Any], after: str, end: str,
-                 limit: int, bounded: bool = False) -> Part:
-    """:func:`pages`, gathered."""
+                 limit: int, bounded: bool = False, index: bool = False) -> Part:
+    """:func:`pages` gathered -- :func:`index_pages` when ``index``."""
     part = Part()
-    for page in pages(db, statement, params, after, end, limit, bounded):
+    for page in _paged(db, statement, params, after, end, limit, bounded, index):
         part.add(*page)
     return part
+
+
+def _paged(db: sqlite3.Connection, statement: str, params: dict[str, Any], after: str, end: str, limit: int,
+           bounded: bool, index: bool) -> Iterator[tuple[int, int, str, int]]:
+    if index:
+        return index_pages(db, statement, params, after, end, limit)
+    return pages(db, statement, params, after, end, limit, bounded)
 
 
 class Worker:
@@ -136,9 +164,11 @@ class Worker:
 
     @classmethod
     def start(cls, path: str, at: int, statement: str, params: dict[str, Any], after: str, end: str,
-              limit: int, bounded: bool = False) -> Worker:
+              limit: int, bounded: bool = False, index: bool = False) -> Worker:
+        """A worker selecting its range as :func:`select_pages` would, at the commit ``at`` (``index``: a heads
+        index, which holds the head only: the worker declines unless its snapshot's head is ``at``)."""
         job = json.dumps({"path": path, "at": at, "statement": statement, "params": params, "after": after,
-                          "end": end, "limit": limit, "bounded": bounded}).encode()
+                          "end": end, "limit": limit, "bounded": bounded, "index": index}).encode()
         errors = tempfile.TemporaryFile()  # a file, not a pipe: however much a worker says there, it never blocks
         try:
             process = subprocess.Popen(_command(), stdin=subprocess.PIPE,
@@ -217,12 +247,14 @@ def _work(job: dict[str, Any], out: IO[str]) -> None:
         db.execute("PRAGMA busy_timeout = 10000")
         db.execute("BEGIN")
         row = db.execute("SELECT value FROM meta WHERE name = 'boundary'").fetchone()
-        # Below the boundary, compaction removes versions: past the job's commit, what it saw may be gone.
-        if row is not None and int(row[0]) > job["at"]:
+        # Below the boundary, compaction removes versions: past the job's commit, what it saw may be gone. A heads
+        # index holds the head only: a commit since the job's makes it another answer.
+        head = db.execute("SELECT max(number) FROM commits").fetchone()[0]
+        if (row is not None and int(row[0]) > job["at"]) or (job["index"] and head != job["at"]):
             out.write('"moved"\n')
             return
-        for page in pages(db, job["statement"], job["params"], job["after"], job["end"], job["limit"],
-                          job["bounded"]):
+        for page in _paged(db, job["statement"], job["params"], job["after"], job["end"], job["limit"],
+                           job["bounded"], job["index"]):
             out.write(json.dumps(page) + "\n")
     finally:
         db.close()

@@ -119,6 +119,9 @@ class Selected:
     selection: Selection
     records: int
     beneath: bool = True
+    #: False when the backend would select faster once the pass built what it keeps for the test
+    #: (:meth:`Backend.keep_heads`)
+    indexed: bool = True
 
 
 class Reads(Protocol):
@@ -208,6 +211,11 @@ class Backend(Reads, Protocol):
         (nothing did: every guard holds).
         ``beneath`` False: no record lay beneath the items at ``since``; a backend that finds nothing changed
         since may then leave out looking for them."""
+
+    def keep_heads(self, container: str, test: ItemTest) -> bool:
+        """Inside a transaction: one step of building what the backend keeps to select ``test`` over the record
+        ``container`` faster (a SQLite store's heads index, :mod:`retain.logd.sqlite_heads`); True while more
+        remains. A backend that keeps nothing answers False. Changes no record and makes no commit."""
 
     def commits(self, first: int, scopes: Sequence[int]) -> Iterator[CommitRecord]:
         """Commits numbered ``first`` and later, in order, from the given scopes."""

@@ -136,7 +136,8 @@ class Store:
         if is_postgres_url(target):
             return cls(PostgresBackend(target), settings=settings, clock=clock)
         path = target.removeprefix("sqlite:")
-        return cls(SqliteBackend(path, synchronous=settings.synchronous), settings=settings, clock=clock)
+        return cls(SqliteBackend(path, synchronous=settings.synchronous, retain_indexes=settings.retain_indexes),
+                   settings=settings, clock=clock)
 
     def _revalidate(self) -> None:
         """Re-read the schema, the compaction boundary and the snapshots if another store changed them since
@@ -367,6 +368,12 @@ class Store:
         if schema is not None:
             self.schema = schema
         return self._durable(record)
+
+    def _keep_heads(self, container: str, test: ItemTest) -> bool:
+        """One step of :meth:`~retain.logd.storage.Backend.keep_heads`, in a transaction of its own; True while more
+        remains."""
+        with self.backend.transaction():
+            return self.backend.keep_heads(container, test)
 
     def _delete_items(self, session: Session, container: Path, items: Sequence[tuple[str, str]], test: ItemTest, *,
                       author: str | None, since: int | None = None, beneath: bool = True) -> Written | None:
