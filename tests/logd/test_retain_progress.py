@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -72,13 +73,23 @@ def progress(store: Store, rule: dict[str, Any], initial: dict[str, Any], writer
                           store.head, AUTHOR, writer.shape)
 
 
+def index_the_rule(store: Store, rule: dict[str, Any]) -> None:
+    """A pass of ``rule`` that expires nothing: a SQLite store builds its heads index for the rule, which the next
+    pass selects from (``retain.logd.sqlite_heads``)."""
+    assert run_retain(store.session(), {"now": "2000-01-01T00:00:00Z", "what": [rule]}).deleted == 0
+
+
 class TestWritersThroughoutThePass:
-    def test_unwritten_eligible_items_all_go(self, store):
+    @pytest.mark.parametrize("indexed", [False, True], ids=["from-versions", "from-the-index"])
+    def test_unwritten_eligible_items_all_go(self, store, indexed):
         """A writer patches two random items before every delete the pass tries (a batch, or part of one tried
         again): every item eligible at the read and not written goes in that one request, every item deleted
-        still qualified when its batch committed, and only written items can be skipped."""
+        still qualified when its batch committed, and only written items can be skipped -- selected from the
+        versions, or from the rule's heads index."""
         initial = {f"j{index:03d}": job(index) for index in range(240)}
         store.session().patch([{"set": "jobs", "value": initial}])
+        if indexed:
+            index_the_rule(store, RULE)
         writer = Writer(store, initial, seed=7)
         read_at = store.head  # the writer writes only once the pass has read
         result = run_retain(store.session(), {"now": NOW, "batch": 16, "author": AUTHOR, "what": [RULE]},
@@ -116,15 +127,18 @@ WAYS: dict[str, tuple[dict[str, Any], Any]] = {
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(WAYS)), st.integers(min_value=1, max_value=12), st.integers(min_value=0, max_value=3),
-       st.integers(min_value=0, max_value=2**16))
-def test_progress_under_random_writes(way, batch, per_try, seed):
-    """Any batch, any number of random writes before each try, each way a rule is judged: the items nobody wrote
-    all go, whatever went still qualified when its batch committed, and only written items are skipped."""
+       st.integers(min_value=0, max_value=2**16), st.booleans())
+def test_progress_under_random_writes(way, batch, per_try, seed, indexed):
+    """Any batch, any number of random writes before each try, each way a rule is judged (and the store's heads
+    index of the rule built first, or not): the items nobody wrote all go, whatever went still qualified when its
+    batch committed, and only written items are skipped."""
     rule, shape = WAYS[way]
     store = Store.open(":memory:", settings=Settings(synchronous="off"))
     try:
         initial = {f"j{index:02d}": job(index) for index in range(30)}
         store.session().patch([{"set": "jobs", "value": {name: shape(value) for name, value in initial.items()}}])
+        if indexed:
+            index_the_rule(store, rule)
         writer = Writer(store, initial, seed=seed, per_try=per_try, shape=shape)
         read_at = store.head
         result = run_retain(store.session(), {"now": NOW, "batch": batch, "author": AUTHOR, "what": [rule]},
