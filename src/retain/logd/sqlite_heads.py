@@ -9,19 +9,20 @@ container's subtree in the baseline, with its newest version's rev, the stamp's 
 unreadable), whether the match holds and whether the record lies beneath an item. The stamp itself stays in the
 record, as the seed requires; the index is what SQLite worked out from it.
 
-- **Kept by SQLite**: a trigger on ``nodes`` per index updates its rows as each version is inserted -- by this
+- **Kept by SQLite**: two triggers on ``nodes`` per index update its rows as each version is inserted -- by this
   process or any other, by any retain that opens the file -- so a row never lags its record: a pass's snapshot
   reads the index and the versions at one commit. Compaction removes only versions that are not a record's newest
   (or a tombstone with nothing under it), which no row names.
-- **Built once**, the first time a pass runs the test over the container (:func:`build_step`): the trigger first,
+- **Built once**, the first time a pass runs the test over the container (:func:`build_step`): the triggers first,
   then the records in chunks of :data:`CHUNK`, each one short write transaction, so no writer waits for the whole
   container. Until the last chunk is in, passes select from the versions as before.
 - **Used where it says everything**: a test a version of the item's own record decides (``flat``: one name of age,
   a match of scalars), in the baseline's view, at the head. A scope's view, an older commit or a test that reads
   records beneath the item selects from the versions.
 - **Paid by writes**: every version written into an indexed container pays the test once (a few microseconds);
-  :data:`MOST` indexes per store at most. ``retain logd check --full`` works every built index out again from the
-  versions and names each record whose row differs (:func:`mismatches`).
+  :data:`MOST` indexes per store at most; ``storage.retainIndexes`` off keeps none (:func:`drop_all`). ``retain logd
+  check`` works every built index out again from the versions and names each record whose row differs
+  (:func:`mismatches`).
 """
 
 from __future__ import annotations
@@ -36,12 +37,15 @@ from typing import Any
 from retain.logd.sqlite_items import compile_test, cutoff_params
 from retain.logd.storage import SEP, ItemTest
 
-__all__ = ["CHUNK", "MOST", "SCHEMA", "Heads", "build_step", "drop_all", "find", "indexable", "mismatches", "ranges", "selecting"]
+__all__ = ["CHUNK", "MOST", "SCHEMA", "Heads", "build_step", "drop_all", "find", "indexable", "mismatches", "ranges",
+           "selecting"]
 
-CHUNK = 5_000  # records one build step indexes: some 40 ms on the writer, which other clients' writes come between
+CHUNK = 5_000  # records one build step indexes: some 50 ms on the writer, which other clients' writes come between
 MOST = 16  # heads indexes a store keeps at most: every write into an indexed container pays its test
 
 _AFTER_SEP = chr(ord(SEP) + 1)
+_TRIGGERS = ("retain_heads_{ix}_gone", "retain_heads_{ix}_put")  # an index's two triggers, by its id
+_PARAMETER = re.compile(r":(h\d+)\b")  # a parameter of the test's SQL, written in as a literal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS retain_indexes (
@@ -118,7 +122,7 @@ def ranges(db: sqlite3.Connection, heads: Heads, container: str, most: int, leas
 
 def build_step(db: sqlite3.Connection, container: str, test: ItemTest) -> bool:
     """One step of building the index of ``test`` over ``container``, inside the caller's write transaction:
-    the first registers it and creates its trigger, each next one indexes the next :data:`CHUNK` records.
+    the first registers it and creates its triggers, each next one indexes the next :data:`CHUNK` records.
     True while more remains; False once it is built, or when the store keeps none for it (a test it cannot
     say, or :data:`MOST` indexes already)."""
     heads = find(db, container, test)
@@ -173,8 +177,6 @@ def _drop(db: sqlite3.Connection, ix: int) -> None:
     db.execute("DELETE FROM retain_heads WHERE ix = ?", (ix,))
     db.execute("DELETE FROM retain_indexes WHERE id = ?", (ix,))
 
-
-_TRIGGERS = ("retain_heads_{ix}_gone", "retain_heads_{ix}_put")
 
 
 def mismatches(db: sqlite3.Connection, shown: int) -> Iterator[str]:
@@ -253,8 +255,6 @@ def _statement(test: ItemTest) -> tuple[str, str] | None:
         return _PARAMETER.sub(lambda found: literals[found.group(1)], sql)
     return written(compiled.instant(compiled.stamp)), written(compiled.matches)
 
-
-_PARAMETER = re.compile(r":(h\d+)\b")
 
 
 def _literal(value: Any) -> str | None:
