@@ -16,8 +16,11 @@ young. The request ages ``jobs.*`` by ``.updatedAt`` after ``1d`` with
   sent over a socket, while another process sends single-item patches one after the other on a
   connection of its own; the latency of every patch sent during the pass (p99 and max).
 
-The store and the raw table are built once; each of ROUNDS rounds runs all three on fresh copies of
-the files, alternating the order of the first two; the medians are reported. Wall time is the figure
+The store and the raw table are built once, and the rule run once over the store at a ``now`` that expires
+nothing: its first pass builds the store's heads index for the rule (docs/logd-retain.md), which the passes
+measured then select from (``first_pass_s``, and its longest write step ``first_pass_step_max_ms``). Each of ROUNDS
+rounds runs all three on fresh copies of the files, alternating the order of the first two; the medians are
+reported. Wall time is the figure
 (``ratio``); CPU time is printed too, since a shared machine's load moves wall time. The counts of
 deleted rows must agree.
 

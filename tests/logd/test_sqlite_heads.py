@@ -205,7 +205,8 @@ def test_the_check_names_a_row_that_differs(tmp_path):
 def test_ranges_of_the_index_change_no_answer(tmp_path_factory, monkeypatch, scene, ranges, limit):
     """Cut into key ranges, the first read here and each other by a worker process, a selection from the index is
     the one read in one range."""
-    with Store.open(str(tmp_path_factory.mktemp("ranges") / "r.sqlite3"), settings=Settings(synchronous="off")) as store:
+    path = str(tmp_path_factory.mktemp("ranges") / "r.sqlite3")
+    with Store.open(path, settings=Settings(synchronous="off")) as store:
         both = select_both(store, scene)
         if both is None or both.selected is None or both.session.scope_id != 0 or both.selected.indexed:
             return

@@ -66,8 +66,8 @@ def logd() -> None:
               help="Permission mode (octal) of the --socket file; whatever the umask.")
 @log_format_option
 def serve_command(db: str, listen: str | None, socket_path: str | None, http: str | None, read_budget: int | None,
-                  synchronous: str | None, retain_indexes: bool | None, cutoff: str | None, tiers: tuple[str, ...], horizon: str | None,
-                  max_document_bytes: int, max_buffered_bytes: int, limit_texts: tuple[str, ...],
+                  synchronous: str | None, retain_indexes: bool | None, cutoff: str | None, tiers: tuple[str, ...],
+                  horizon: str | None, max_document_bytes: int, max_buffered_bytes: int, limit_texts: tuple[str, ...],
                   tokens_file: str | None, insecure: bool, tls_cert: str | None, tls_key: str | None, socket_mode: str,
                   log_format: str) -> None:
     """Serve a store: one writer applies every request in arrival order.

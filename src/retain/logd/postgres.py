@@ -685,10 +685,10 @@ class PostgresBackend(_Reads):
             prepared[1].add(name)
         return f"EXECUTE {name} ({', '.join(sql.Literal(value).as_string(db) for value in values)})"
 
-    @_translated
     def keep_heads(self, container: str, test: ItemTest) -> bool:
         return False  # PostgreSQL's selection casts each value once and streams it: nothing is kept for a test
 
+    @_translated
     def delete_items(self, scope: int, container: str, items: Sequence[tuple[str, str]], test: ItemTest,
                      at: int, rev: int, *, since: int | None = None, beneath: bool = True) -> int:
         # ``since`` and ``beneath`` are not needed: one index range per item reads the item and what lies beneath it
