@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from retain.logd import Client, ServerThread, Session, Store
+from retain.logd import Client, ServerThread, Store
 from retain.logd.retain import Pass, Step, drive, retain_pass
 from retain.logd.settings import Settings
 
@@ -27,6 +27,17 @@ OLD, YOUNG = "2026-09-10T08:00:00Z", "2026-09-12T07:00:00Z"  # two days before N
 
 
 FIRST_NOW = "2026-01-01T00:00:00Z"  # before every stamp: a pass at it deletes nothing
+
+
+def each_step(steps: Pass, wrap: Callable[[Step], Step]) -> Pass:
+    """The pass ``steps``, each step handed to its driver as ``wrap`` makes it (a step timed, say)."""
+    value = None
+    while True:
+        try:
+            step = steps.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value = yield wrap(step)
 
 
 def first_pass(path: Path, request: dict[str, Any]) -> tuple[float, float]:
@@ -45,18 +56,9 @@ def first_pass(path: Path, request: dict[str, Any]) -> tuple[float, float]:
             return value
         return Step(run, step.writes)
 
-    def steps(session: Session) -> Pass:
-        inner, value = retain_pass(session, {**request, "now": FIRST_NOW}), None
-        while True:
-            try:
-                step = inner.send(value)
-            except StopIteration as stop:
-                return stop.value
-            value = yield timed(step)
-
     started = time.perf_counter()
     with Store.open(str(path), settings=Settings(synchronous="normal", read_budget=10 ** 9)) as store:
-        result = drive(steps(store.session(author="bench")))
+        result = drive(each_step(retain_pass(store.session(author="bench"), {**request, "now": FIRST_NOW}), timed))
     if result.deleted:
         raise SystemExit(f"the first pass deleted {result.deleted} items")
     return time.perf_counter() - started, longest

@@ -49,7 +49,7 @@ from types import SimpleNamespace
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
 
 from retain.logd import Client, Store  # noqa: E402
-from retain.logd.retain import Pass, Step, drive, retain_pass  # noqa: E402
+from retain.logd.retain import Step, drive, retain_pass  # noqa: E402
 from retain.logd.settings import Settings  # noqa: E402
 from retain.wire import Or  # noqa: E402
 
@@ -107,24 +107,16 @@ def the_pass(path: str, items: int) -> None:
         steps_done: list[float] = []
 
         def timed(step: Step) -> Step:
+            if steps_done:
+                return step  # only the first step, the read, is timed
             def run() -> object:
                 value = step.run()
                 steps_done.append(time.perf_counter())
                 return value
             return Step(run, step.writes)
 
-        def steps() -> Pass:
-            steps = retain_pass(session, REQUEST)
-            value = None
-            while True:
-                try:
-                    step = steps.send(value)
-                except StopIteration as stop:
-                    return stop.value
-                value = yield timed(step) if not steps_done else step
-
         wall, cpu = time.perf_counter(), cpu_seconds()
-        result = drive(steps())
+        result = drive(child.each_step(retain_pass(session, REQUEST), timed))
         seconds, cpu_s = time.perf_counter() - wall, cpu_seconds() - cpu
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         worker_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest selection worker

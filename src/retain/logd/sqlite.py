@@ -416,7 +416,9 @@ class SqliteBackend(_Reads):
         self.path = str(path)
         try:
             # One writer thread uses this connection at a time; the server guarantees it.
-            super().__init__(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False))
+            # retain_indexes off: no heads index kept, and those kept before dropped (below)
+            super().__init__(sqlite3.connect(self.path, isolation_level=None, check_same_thread=False),
+                             retain_indexes=retain_indexes)
             if check_at_open:
                 self._refuse_damage()
             self._db.execute("PRAGMA journal_mode = WAL")
@@ -428,7 +430,6 @@ class SqliteBackend(_Reads):
         self._db.execute("PRAGMA busy_timeout = 10000")
         self._db.executescript(_SCHEMA)
         _migrate(self._db, self.path)
-        self._retain_indexes = retain_indexes  # off: no heads index kept, and those kept before dropped
         if not retain_indexes:
             sqlite_heads.drop_all(self._db)
         self._statements: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
