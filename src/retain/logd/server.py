@@ -65,6 +65,7 @@ from starlette.routing import BaseRoute
 
 from retain.errors import ReadBudgetExceeded
 from retain.logd.handback import Handback
+from retain.logd.loop_hand import LoopHand, small_write
 from retain.logd.paths import Path
 from retain.logd.postgres import CommitFollower, PostgresBackend
 from retain.logd.steps import Step, drive_async
@@ -192,7 +193,7 @@ class _Conversation:
             return answer
         queued = not staged(request) and (previous is None or previous.done() or self._last_queued)
         if queued:
-            answer = self.server.to_writer(grouped(request), self._apply, request, fmt)
+            answer = self.server.to_writer(grouped(request), self._apply, request, fmt, request=request)
         else:
             answer = asyncio.ensure_future(self._after(previous, request, fmt))
         self._last, self._last_queued = answer, queued
@@ -204,7 +205,7 @@ class _Conversation:
         if previous is not None:
             await asyncio.wait([previous])  # its outcome is its own answer's
         if not staged(request):
-            return await self.server.to_writer(grouped(request), self._apply, request, fmt)
+            return await self.server.to_writer(grouped(request), self._apply, request, fmt, request=request)
         self.context.format = fmt
         return Reply(await self.server.run_steps(self.context, request))
 
@@ -277,6 +278,7 @@ class LogdServer:
             self._http = HttpServer(app, http, tls=tls, timeouts=http_timeouts)
         self._hub: _Hub | None = None
         self._handback: Handback | None = None  # the writer's answers back to the loop, once started
+        self._hand: LoopHand | None = None  # the loop running the writer's small patches, once started
         self._follower: CommitFollower | None = None
         self._catching_up = threading.Event()  # a catch-up is queued on the writer: another would find nothing new
 
@@ -294,6 +296,9 @@ class LogdServer:
         self._hub = _Hub(asyncio.get_running_loop())
         self._handback = Handback(asyncio.get_running_loop())
         self.store.listen(self._hub.publish)
+        if self.reads_inline:  # a local store: a small patch costs the loop less than handing the GIL over
+            self._hand = LoopHand(asyncio.get_running_loop(), self.store)
+            self.writer.hand = self._hand
         backend = self.store.backend
         if isinstance(backend, PostgresBackend):  # other servers commit too: their commits reach our watchers
             self._follower = CommitFollower(backend.url, self._wake)
@@ -325,7 +330,10 @@ class LogdServer:
             await self._stream.aclose()
         if self._http is not None:
             await self._http.aclose()
-        self.writer.shutdown(wait=True)
+        if self._hand is not None:
+            self._hand.close()
+        # Not on the loop: a group the writer handed the loop before close() waits for the loop to run it.
+        await asyncio.to_thread(self.writer.shutdown, wait=True)
         self.readers.shutdown(wait=True)
 
     async def run_steps(self, context: Context, request: Any) -> Answer:
@@ -341,10 +349,17 @@ class LogdServer:
         except Exception as exc:
             return answer_failure(exc)
 
-    def to_writer(self, together: bool, apply: Callable[..., R], *args: Any) -> asyncio.Future[R]:
+    def to_writer(self, together: bool, apply: Callable[..., R], *args: Any, request: Any = None) -> asyncio.Future[R]:
         """``apply(*args)`` on the writer, after everything submitted before; ``together``: a patch, committed in
-        one transaction with the patches queued beside it and answered once that is durable."""
-        submit = self.writer.submit_write if together else self.writer.submit
+        one transaction with the patches queued beside it and answered once that is durable -- and when it
+        is a small ``request`` on a local store, run by the event loop while the writer waits
+        (:mod:`retain.logd.loop_hand`)."""
+        if not together:
+            submit = self.writer.submit
+        elif self._hand is not None and request is not None and small_write(request):
+            submit = self.writer.submit_small_write
+        else:
+            submit = self.writer.submit_write
         if self._handback is None:  # not started: no loop to hand answers back to in batches yet
             return asyncio.wrap_future(submit(apply, *args))
         return self._handback.wrap(submit(apply, *args))
@@ -391,7 +406,7 @@ class LogdServer:
         if not staged(request):
             # A scope header may make the scope, which is no part of a patch's commit: alone.
             return await self.to_writer(grouped(request) and scope is None, self._apply_http, request, fmt, author,
-                                        scope, grant)
+                                        scope, grant, request=request)
         session = await loop.run_in_executor(self.writer, partial(self.store.session, author, scope, maker=grant))
         return await self.run_steps(Context(self.store, session, format=fmt, grant=grant), request)
 

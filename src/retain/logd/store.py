@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -43,7 +44,7 @@ from retain.wire import Token, check_author
 from retain.wire.tags import from_plain, to_plain
 
 __all__ = ["PRUNE_RECORDS", "Compaction", "Delta", "Listing", "Outcome", "Read", "ScopeInfo", "Session", "Store",
-           "Written", "delta_for"]
+           "Written", "delta_for", "run_write", "run_writes"]
 
 Clock = Callable[[], datetime]
 R = TypeVar("R")
@@ -122,6 +123,7 @@ class Store:
         self._published_up_to = self.head  # listeners have been told of every commit up to this one
         self._made_by: dict[str, set[str]] = {}  # token name -> the scopes it made here (some since dropped)
         self._held: list[CommitRecord] | None = None  # inside together(): commits not yet durable, told after
+        self._scan_budget: int | None = None  # inside scans_at_most(): the bound on a patch's scans
 
     @classmethod
     def open(cls, target: str, *, settings: Settings | None = None, clock: Clock = utc_now) -> Store:
@@ -204,31 +206,46 @@ class Store:
             self._made_by[maker.name] = mine | {name}
         return self.backend.create_scope(name)
 
-    def together(self, writes: Sequence[Callable[[], R]]) -> list[Outcome[R]]:
+    def together(self, writes: Sequence[Callable[[], R]], *,
+                 apply: Callable[[Sequence[Callable[[], R]]], list[Outcome[R]]] | None = None) -> list[Outcome[R]]:
         """Run ``writes`` (each makes at most one commit through this store, as a patch does) in order as one
         transaction of the backend (:meth:`~retain.logd.storage.Backend.group`), which syncs once for all of
         them: each its own commit, numbered one after the other, and one that raises -- a failed precondition,
         a schema violation -- fails alone. Nothing is durable, and no listener told, before the whole group
         commits. When the group fails (a write failed after writing, or the commit did), nothing of it is
         stored and the writes run again one by one, each in a transaction of its own: each outcome is then its
-        own, as if they had never been grouped. Returns each write's :class:`Outcome`, in order."""
+        own, as if they had never been grouped. Returns each write's :class:`Outcome`, in order.
+
+        ``apply(writes)``: how the group's writes run inside its transaction, in order, each to its
+        :class:`Outcome` (:func:`run_writes`, here, by default); the server's writer has the event loop run
+        the small ones while its thread waits (:mod:`retain.logd.writer`)."""
         outcomes: list[Outcome[R]] = []
         held: list[CommitRecord] = []
         self._held = held
         try:
             with self.backend.group():
-                for write in writes:
-                    outcomes.append(_outcome(write))
+                outcomes = (apply or run_writes)(writes)
         except Exception:  # the group is lost: none of it is durable, no one was told
             self._generation = -1  # a schema a write set went with it: read what is stored again
             self._revalidate()
             self._held = None
-            return [_outcome(write) for write in writes]
+            return run_writes(writes)
         finally:
             self._held = None
         for record in held:
             self._published(record)
         return outcomes
+
+    @contextmanager
+    def scans_at_most(self, rows: int) -> Iterator[None]:
+        """Within: a patch whose scans (a subtree it replaces or deletes, a schema's check of a container) would
+        read more than ``rows`` rows raises :class:`~retain.logd.view.ScanBudgetExceeded` before it writes
+        anything, so that one too big for where it runs can run elsewhere instead."""
+        self._scan_budget = rows
+        try:
+            yield
+        finally:
+            self._scan_budget = None
 
     def listen(self, listener: Callable[[CommitRecord], None]) -> None:
         """Call ``listener(record)`` after every commit is durable, once each and in commit order -- on a
@@ -339,7 +356,7 @@ class Store:
         with self.backend.transaction(ahead):
             head, last_time = self.backend.head()
             self._revalidate()
-            view = View(self.backend, head, session.scope_id)
+            view = View(self.backend, head, session.scope_id, scan_budget=self._scan_budget)
             if where is not None:
                 bulk = plan_bulk(view, self.schema, where, self.backend.latest_absent, applied=bool(self._listeners))
                 if bulk is not None:  # new records only: their rows as they are, the delta's text built once
@@ -438,11 +455,17 @@ class Store:
                 log.exception("logd: commit listener failed on commit %d", record.number)
 
 
-def _outcome(write: Callable[[], R]) -> Outcome[R]:
+def run_write(write: Callable[[], R]) -> Outcome[R]:
+    """A write run here to its :class:`Outcome`: its value, or the exception it raised."""
     try:
         return Outcome(value=write())
     except Exception as exc:  # that write's own failure, its own answer
         return Outcome(error=exc)
+
+
+def run_writes(writes: Sequence[Callable[[], R]]) -> list[Outcome[R]]:
+    """Each write run here, in order, to its :class:`Outcome` (how :meth:`Store.together` runs them by default)."""
+    return [run_write(write) for write in writes]
 
 
 class _GuardFailed(Exception):

@@ -22,8 +22,8 @@ from retain.errors import InvalidRequest, NotFound, ReadBudgetExceeded, StoreDam
 from retain.logd.paths import Field, Index, Key, Path, Segment, Wild, check_key, is_key
 from retain.logd.storage import BASELINE, GONE, KEYED, MAP, SEP, Reads, Row
 
-__all__ = ["Location", "Reader", "View", "check_data", "dumps", "iter_items", "leaves", "list_items", "locate", "merge",
-           "name_in", "navigate", "over_budget", "read_value"]
+__all__ = ["Location", "Reader", "ScanBudgetExceeded", "View", "check_data", "dumps", "iter_items", "leaves", "list_items",
+           "locate", "merge", "name_in", "navigate", "over_budget", "read_value"]
 
 
 class Reader(Protocol):
@@ -94,12 +94,19 @@ def visible(key: str, latest: Row | None) -> Row | None:
     return None if latest.kind == GONE else latest
 
 
-class View:
-    """The tree as one session sees it at commit ``at``."""
+class ScanBudgetExceeded(Exception):
+    """A view's scans passed the bound it was made with (internal: the write reading through it is bigger
+    than its caller would run where it is, and is run elsewhere instead)."""
 
-    def __init__(self, backend: Reads, at: int, scope: int = BASELINE) -> None:
+
+class View:
+    """The tree as one session sees it at commit ``at``; ``scan_budget``: the most rows its scans
+    (:meth:`rows`) may return in all, past which they raise :class:`ScanBudgetExceeded`."""
+
+    def __init__(self, backend: Reads, at: int, scope: int = BASELINE, *, scan_budget: int | None = None) -> None:
         self.backend, self.at, self.scope = backend, at, scope
         self._ahead: dict[str, Row | None] = {}  # records read ahead on the way down a path (prefetch)
+        self._scan_budget = scan_budget
 
     def prefetch(self, path: Path) -> None:
         """Read the records on the way down to ``path`` (those not read ahead yet) in one read, before
@@ -139,10 +146,18 @@ class View:
     def rows(self, key: str, *, children: bool = False, end: str | None = None) -> Iterator[Row]:
         """Every record version visible in ``key``'s subtree (with ``end``: from ``key`` up to ``end``),
         tombstones included, in key order."""
-        base = self.backend.scan(BASELINE, key, self.at, children=children, end=end)
-        if self.scope == BASELINE:
-            return base
-        return merge(base, self.backend.scan(self.scope, key, self.at, children=children, end=end))
+        rows = self.backend.scan(BASELINE, key, self.at, children=children, end=end)
+        if self.scope != BASELINE:
+            rows = merge(rows, self.backend.scan(self.scope, key, self.at, children=children, end=end))
+        return rows if self._scan_budget is None else self._counted(rows)
+
+    def _counted(self, rows: Iterator[Row]) -> Iterator[Row]:
+        for row in rows:
+            assert self._scan_budget is not None
+            self._scan_budget -= 1
+            if self._scan_budget < 0:
+                raise ScanBudgetExceeded(f"the scans passed their bound at {row.key!r}")
+            yield row
 
 
 def _keys_down(path: Path) -> list[str]:

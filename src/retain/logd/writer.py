@@ -19,20 +19,23 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from retain.logd.store import Store
+from retain.logd.store import Outcome, Store, run_write
 
-__all__ = ["GROUP_WRITES", "Writer"]
+__all__ = ["GROUP_WRITES", "Hand", "Writer"]
 
 #: the most queued writes one transaction takes: a bound on what one failed sync fails, and on how long the
 #: first write of a group waits for the last
 GROUP_WRITES = 64
 T = TypeVar("T")
+#: ``hand(writes)``: runs a prefix of a group's small writes elsewhere (:class:`~retain.logd.loop_hand.LoopHand`:
+#: on the event loop) while the writer waits, and returns their outcomes
+Hand = Callable[[Sequence[Callable[[], Any]]], list[Outcome[Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,7 @@ class _Work:
     run: Callable[[], Any]
     future: Future[Any]
     groups: bool  # a write that may share a transaction with the ones queued beside it
+    small: bool = False  # a write the writer's hand may run
 
 
 class Writer(Executor):
@@ -55,6 +59,8 @@ class Writer(Executor):
         if type(group_writes) is not int or group_writes < 1:
             raise ValueError(f"group_writes must be an int >= 1 (got {group_writes!r})")
         self._store, self._most = store, group_writes
+        #: runs the small writes of a group elsewhere (the server's event loop) while the writer waits; None: here
+        self.hand: Hand | None = None
         # A SimpleQueue, not a deque under a Condition: put() and get() are C, and a put wakes the writer without
         # Condition.notify's Python (it showed in the event loop's profile: every patch is put from there).
         self._inbox: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()  # None: shut down once all before it ran
@@ -74,12 +80,16 @@ class Writer(Executor):
         once that transaction is durable (or failed)."""
         return self._put(partial(fn, *args, **kwargs), groups=True)
 
-    def _put(self, run: Callable[[], T], *, groups: bool) -> Future[T]:
+    def submit_small_write(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """:meth:`submit_write` for a small patch, which the writer's :attr:`hand` may run while it waits."""
+        return self._put(partial(fn, *args, **kwargs), groups=True, small=True)
+
+    def _put(self, run: Callable[[], T], *, groups: bool, small: bool = False) -> Future[T]:
         future: Future[T] = Future()
         with self._closing:
             if self._closed:
                 raise RuntimeError("cannot submit to the logd writer after it shut down")
-            self._inbox.put(_Work(run, future, groups))
+            self._inbox.put(_Work(run, future, groups, small))
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
@@ -135,8 +145,11 @@ class Writer(Executor):
         started = [work for work in batch if work.future.set_running_or_notify_cancel()]
         if not started:
             return
+        hand = self.hand
         try:
-            outcomes = self._store.together([work.run for work in started])
+            outcomes = self._store.together([work.run for work in started],
+                                            apply=None if hand is None or not any(work.small for work in started)
+                                            else partial(_apply, hand, [work.small for work in started]))
         except BaseException as exc:  # the store could not even say what became of them: each fails with it
             for work in started:
                 work.future.set_exception(exc)
@@ -157,3 +170,18 @@ def _run_alone(work: _Work) -> None:
         work.future.set_exception(exc)
     else:
         work.future.set_result(result)
+
+
+def _apply(hand: Hand, small: list[bool], writes: Sequence[Callable[[], T]]) -> list[Outcome[T]]:
+    """A group's writes in order: each run of small ones by ``hand``, the rest -- and a small one the hand
+    gave back -- here."""
+    outcomes: list[Outcome[T]] = []
+    while len(outcomes) < len(writes):
+        start = end = len(outcomes)
+        while end < len(writes) and small[end]:
+            end += 1
+        if end > start:
+            outcomes.extend(hand(writes[start:end]))
+        if len(outcomes) < len(writes) and (end == start or len(outcomes) < end):
+            outcomes.append(run_write(writes[len(outcomes)]))
+    return outcomes
