@@ -176,3 +176,36 @@ class TestServed:
             assert sorted(commits) == list(range(2, 11))
             assert store.session().get().value == {f"k{n}": n for n in range(9) if n != 4}
         store.close()
+
+    def test_stopping_under_patches_finishes_and_keeps_what_was_answered(self, tmp_path):
+        """Stopping the server while clients patch as fast as they can does not wait on itself (a group handed
+        to the loop before the stop is run by it or taken back), and every patch answered is stored."""
+        store = Store.open(str(tmp_path / "logd.sqlite3"))
+        served = ServerThread(store, listen=("127.0.0.1", 0), limits=LIMITS).start()
+        answered: list[int] = []
+        going = threading.Barrier(5)
+
+        def work(number: int) -> None:
+            try:
+                with Client(served.address) as logd:
+                    going.wait(30)
+                    for count in range(100_000):
+                        answered.append(logd.patch([{"set": f"k{number}", "value": count}]).commit)
+            except Exception:  # the server went away under it: what it was told before that counts
+                return
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        going.wait(30)
+        for _ in range(3000):  # until 200 are answered: the server is busy with patches when it stops
+            if len(answered) >= 200:
+                break
+            threading.Event().wait(0.01)
+        assert len(answered) >= 200
+        served.stop()  # raises if the server's close did not finish within 30 s
+        for thread in threads:
+            thread.join(60)
+        assert answered and store.head >= max(answered)
+        assert sorted(answered) == list(range(1, len(answered) + 1))
+        store.close()
