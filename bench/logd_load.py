@@ -1,5 +1,7 @@
 """logd under concurrent HTTP load: N keep-alive clients, 80% get / 20% single-item patch, for a bounded time.
 
+``--patch-share`` changes the mix (0: gets only, the read path's ceiling; 1: patches only).
+
 ``retain logd serve --http`` runs as a child process on a loopback port over a store of ITEMS jobs.
 Client processes (``--processes``, asyncio, one plain HTTP/1.1 keep-alive connection per client) share the
 N clients between them; each client sends one request, waits for its answer, sends the next, until the
@@ -17,6 +19,7 @@ client on the stream socket while one client sends a 3 MiB JSON document (a patc
 zeros) and waits for its answer; the target is under 250 ms (9 s when the event loop loaded documents).
 
 Run: python3 dev.py bench logd_load [--seconds 10] [--clients 50,200] [--processes 2] [--synchronous full]
+     [--patch-share 0.2]
 Prints a table, then one JSON line: {"rps_50", "p99_ms_50", "rps_200", "p99_ms_200", "baseline_rps_50",
 "ratio_50", "probe_max_ms_big_doc", ...}.
 """
@@ -78,7 +81,8 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def client_process(port: int, clients: int, seconds: float, seed: int, out: multiprocessing.Queue) -> None:
+def client_process(port: int, clients: int, seconds: float, seed: int, patch_share: float,
+                   out: multiprocessing.Queue) -> None:
     """Run ``clients`` keep-alive clients for ``seconds``; put (latencies in ms, errors, CPU seconds) on ``out``.
 
     Each client is a plain HTTP/1.1 keep-alive connection on asyncio streams (a request in one write; the
@@ -94,7 +98,7 @@ def client_process(port: int, clients: int, seconds: float, seed: int, out: mult
         try:
             while time.perf_counter() < deadline:
                 item = rng.randrange(ITEMS)
-                if rng.random() < 0.2:
+                if rng.random() < patch_share:
                     body = {"patch": {"ops": [{"set": f"jobs.j{item}.status", "value": rng.choice(["done", "new"])}]}}
                 else:
                     body = {"get": {"path": f"jobs.j{item}"}}
@@ -120,12 +124,13 @@ def client_process(port: int, clients: int, seconds: float, seed: int, out: mult
     out.put((latencies, errors, time.process_time() - cpu))
 
 
-def load(port: int, server_pid: int, clients: int, seconds: float, processes: int) -> dict[str, float]:
+def load(port: int, server_pid: int, clients: int, seconds: float, processes: int,
+         patch_share: float = 0.2) -> dict[str, float]:
     """N clients against the server on ``port`` for ``seconds``: req/s, p50/p99 ms, errors, server and client CPU per request."""
     context = multiprocessing.get_context("spawn")
     out: multiprocessing.Queue = context.Queue()
     shares = [clients // processes + (index < clients % processes) for index in range(processes)]
-    workers = [context.Process(target=client_process, args=(port, share, seconds, index, out))
+    workers = [context.Process(target=client_process, args=(port, share, seconds, index, patch_share, out))
                for index, share in enumerate(shares) if share]
     server_cpu = cpu_seconds(server_pid)
     started = time.perf_counter()
@@ -218,7 +223,11 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2, help="client processes sharing the clients")
     parser.add_argument("--synchronous", default="full", choices=["off", "normal", "full", "extra"],
                         help="the served store's storage.synchronous")
+    parser.add_argument("--patch-share", type=float, default=0.2,
+                        help="the share of requests that are patches (the rest are gets)")
     options = parser.parse_args()
+    if not 0 <= options.patch_share <= 1:
+        parser.error(f"--patch-share is a share of the requests, from 0 to 1 (got {options.patch_share:g})")
     counts = [int(text) for text in options.clients.split(",")]
     figures: dict[str, float] = {}
     rows = []
@@ -226,8 +235,8 @@ def main() -> None:
         logd, logd_port, stream_port = start_logd(Path(directory), options.synchronous)
         try:
             for clients in counts:
-                result = load(logd_port, logd.pid, clients, options.seconds,
-                              options.processes)
+                result = load(logd_port, logd.pid, clients, options.seconds, options.processes,
+                              options.patch_share)
                 rows.append(("logd", clients, result))
                 figures[f"rps_{clients}"] = round(result["rps"], 1)
                 figures[f"p99_ms_{clients}"] = round(result["p99_ms"], 1)
@@ -258,7 +267,7 @@ def main() -> None:
         print(f"{name:34} {clients:>7} {result['rps']:>8.1f} {result['p50_ms']:>8.1f} {result['p99_ms']:>8.1f} "
               f"{result['errors']:>6} {result['server_cpu_ms']:>14.3f} {result['client_cpu_ms']:>14.3f}")
     print(f"{options.seconds:g} s per run, {options.processes} client processes, storage.synchronous="
-          f"{options.synchronous}; the machine is shared: figures are noisy")
+          f"{options.synchronous}, {options.patch_share:.0%} patches; the machine is shared: figures are noisy")
     print(f"longest 1-record get while another client sends 3 MiB of JSON: {figures['probe_max_ms_big_doc']} ms "
           f"({figures['probes_big_doc']} probes)")
     print(json.dumps(figures))
