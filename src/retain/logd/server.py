@@ -349,14 +349,14 @@ class LogdServer:
         except Exception as exc:
             return answer_failure(exc)
 
-    def to_writer(self, together: bool, apply: Callable[..., R], *args: Any, request: Any = None) -> asyncio.Future[R]:
+    def to_writer(self, together: bool, apply: Callable[..., R], *args: Any, request: Any) -> asyncio.Future[R]:
         """``apply(*args)`` on the writer, after everything submitted before; ``together``: a patch, committed in
         one transaction with the patches queued beside it and answered once that is durable -- and when it
         is a small ``request`` on a local store, run by the event loop while the writer waits
         (:mod:`retain.logd.loop_hand`)."""
         if not together:
             submit = self.writer.submit
-        elif self._hand is not None and request is not None and small_write(request):
+        elif self._hand is not None and small_write(request):
             submit = self.writer.submit_small_write
         else:
             submit = self.writer.submit_write

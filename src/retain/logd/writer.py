@@ -145,11 +145,10 @@ class Writer(Executor):
         started = [work for work in batch if work.future.set_running_or_notify_cancel()]
         if not started:
             return
-        hand = self.hand
+        hand, small = self.hand, [work.small for work in started]
         try:
             outcomes = self._store.together([work.run for work in started],
-                                            apply=None if hand is None or not any(work.small for work in started)
-                                            else partial(_apply, hand, [work.small for work in started]))
+                                            apply=None if hand is None or not any(small) else partial(_apply, hand, small))
         except BaseException as exc:  # the store could not even say what became of them: each fails with it
             for work in started:
                 work.future.set_exception(exc)
